@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/rebucket/rebucket/internal/progress"
+)
+
+// writeJSON prints v as one indented JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeJSONLine prints v as one JSON object on one line (streamed findings).
+func writeJSONLine(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
+
+// exactArgs is cobra.ExactArgs with our usage error class.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return usagef(err)
+		}
+		return nil
+	}
+}
+
+// newProgress returns a progress bar on stderr when it is a terminal and
+// progress is wanted, else a no-op.
+func newProgress(cmd *cobra.Command, g *globalOptions) progress.Reporter {
+	w := cmd.ErrOrStderr()
+	if g.Quiet || !isTerminal(w) {
+		return progress.Nop{}
+	}
+	return &barReporter{w: w}
+}
+
+type barReporter struct {
+	w   io.Writer
+	mu  sync.Mutex
+	bar *progressbar.ProgressBar
+}
+
+func (b *barReporter) Start(total int64, what string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if total <= 0 {
+		total = -1
+	}
+	b.bar = progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(b.w),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100_000_000),
+		progressbar.OptionShowCount(),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionSetPredictTime(true),
+	)
+}
+
+func (b *barReporter) Add(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bar != nil {
+		_ = b.bar.Add64(n)
+	}
+}
+
+func (b *barReporter) Finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bar != nil {
+		_ = b.bar.Finish()
+		b.bar = nil
+	}
+}

@@ -1,0 +1,323 @@
+// Package reader opens snapshots and iterates their entries: the whole
+// snapshot, a bucket range, or the buckets one worker owns at a width, in
+// encoded-key order. Every data file's whole-file checksum is checked before
+// Pebble opens it, because Pebble trusts the lengths inside a table.
+package reader
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2/objstorage"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/zeebo/xxh3"
+
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// Options tune reading. The zero value verifies checksums.
+type Options struct {
+	// SkipChecksums trusts data files without hashing them first. Only for
+	// files this process has just written and checked.
+	SkipChecksums bool
+}
+
+// Snapshot is an opened, complete snapshot. It only ever reads.
+type Snapshot struct {
+	dir  string
+	m    *snapshotfmt.Manifest
+	opts Options
+}
+
+// Open reads and validates the manifest of the snapshot at dir.
+func Open(dir string, opts Options) (*Snapshot, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s does not exist", snapshotfmt.ErrNotFound, dir)
+		}
+		return nil, fmt.Errorf("open snapshot %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%w: %s is a file, not a snapshot directory", snapshotfmt.ErrNotFound, dir)
+	}
+	mp := filepath.Join(dir, snapshotfmt.ManifestName)
+	f, err := openNoFollow(mp)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s has no %s: it is not a snapshot, or an incomplete one (its writer did not finish)", snapshotfmt.ErrNotFound, dir, snapshotfmt.ManifestName)
+		}
+		return nil, fmt.Errorf("open %s: %w", mp, err)
+	}
+	defer f.Close()
+	m, err := snapshotfmt.ReadManifest(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", mp, err)
+	}
+	return &Snapshot{dir: dir, m: m, opts: opts}, nil
+}
+
+// Dir is the snapshot's directory.
+func (s *Snapshot) Dir() string { return s.dir }
+
+// Manifest is the validated manifest. Callers must not modify it.
+func (s *Snapshot) Manifest() *snapshotfmt.Manifest { return s.m }
+
+// Path returns the absolute location of a path listed in the manifest.
+func (s *Snapshot) Path(rel string) string { return filepath.Join(s.dir, filepath.FromSlash(rel)) }
+
+// FilesIn returns the data files holding any bucket of lo..hi, in key order.
+func (s *Snapshot) FilesIn(lo, hi uint32) []snapshotfmt.DataFile {
+	files := s.m.Files
+	i := sort.Search(len(files), func(i int) bool { return files[i].BucketHi >= lo })
+	var out []snapshotfmt.DataFile
+	for ; i < len(files) && files[i].BucketLo <= hi; i++ {
+		out = append(out, files[i])
+	}
+	return out
+}
+
+// WorkerBuckets returns the bucket range worker i of width w owns; ok is
+// false for a worker that owns nothing.
+func (s *Snapshot) WorkerBuckets(i, w int) (lo, hi uint32, ok bool) {
+	l, h, ok := snapshotfmt.WorkerRange(i, w, int(s.m.Partitioning.Buckets))
+	return uint32(l), uint32(h), ok
+}
+
+// openNoFollow opens a file read-only and refuses symlinks: a snapshot's
+// files are its own, never a link to somewhere else.
+func openNoFollow(p string) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%w: %s is a symbolic link; snapshot files must be regular files", snapshotfmt.ErrCorrupt, p)
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is not a regular file", snapshotfmt.ErrCorrupt, p)
+	}
+	return f, nil
+}
+
+// OpenListed opens a file listed in the manifest, checks its size and (unless
+// skipped) its whole-file checksum, and returns it positioned at 0.
+func (s *Snapshot) OpenListed(rel string, size int64, checksum string) (*os.File, error) {
+	p := s.Path(rel)
+	f, err := openNoFollow(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s is listed in the manifest but missing", snapshotfmt.ErrCorrupt, rel)
+		}
+		return nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	if st.Size() != size {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is %d bytes, the manifest says %d (truncated or replaced)", snapshotfmt.ErrCorrupt, rel, st.Size(), size)
+	}
+	if !s.opts.SkipChecksums {
+		h := xxh3.New()
+		if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		if got := snapshotfmt.Sum128Hex(h.Sum128()); got != checksum {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s checksum is %s, the manifest says %s (the file is damaged)", snapshotfmt.ErrCorrupt, rel, got, checksum)
+		}
+	}
+	return f, nil
+}
+
+// ReadWorkerFile returns the items of one per-worker state file.
+func (s *Snapshot) ReadWorkerFile(wf snapshotfmt.WorkerFile) ([][]byte, error) {
+	f, err := s.OpenListed(wf.Path, wf.Size, wf.Checksum)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data := make([]byte, wf.Size)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("read %s: %w", wf.Path, err)
+	}
+	items, err := snapshotfmt.DecodeWorkerItems(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", wf.Path, err)
+	}
+	if uint64(len(items)) != wf.Items {
+		return nil, fmt.Errorf("%w: %s holds %d items, the manifest says %d", snapshotfmt.ErrCorrupt, wf.Path, len(items), wf.Items)
+	}
+	return items, nil
+}
+
+// ReadWorkerFileRaw returns a per-worker state file's bytes, checked.
+func (s *Snapshot) ReadWorkerFileRaw(wf snapshotfmt.WorkerFile) ([]byte, error) {
+	f, err := s.OpenListed(wf.Path, wf.Size, wf.Checksum)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data := make([]byte, wf.Size)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("read %s: %w", wf.Path, err)
+	}
+	return data, nil
+}
+
+// FileIter iterates the entries of one data file within optional bounds.
+// It checks that keys are strictly increasing and inside the file's declared
+// bounds, so a table that passed its checksum yet disagrees with its
+// manifest entry is still caught.
+type FileIter struct {
+	df       snapshotfmt.DataFile
+	r        *sstable.Reader
+	it       sstable.Iterator
+	started  bool
+	key, val []byte
+	prev     []byte
+	smallest []byte
+	largest  []byte
+	count    uint64
+	bounded  bool
+	err      error
+}
+
+// OpenFile opens one data file for iteration of keys in [lower, upper)
+// (nil means unbounded).
+func (s *Snapshot) OpenFile(ctx context.Context, df snapshotfmt.DataFile, lower, upper []byte) (*FileIter, error) {
+	f, err := s.OpenListed(df.Path, df.Size, df.Checksum)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := sstable.NewSimpleReadable(vfsFile{f})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", df.Path, err)
+	}
+	r, err := newTableReader(ctx, rd)
+	if err != nil {
+		rd.Close()
+		return nil, fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, df.Path, err)
+	}
+	it, err := r.NewIter(sstable.NoTransforms, lower, upper, sstable.AssertNoBlobHandles)
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, df.Path, err)
+	}
+	return &FileIter{
+		df: df, r: r, it: it, smallest: df.SmallestKey(), largest: df.LargestKey(),
+		bounded: lower != nil || upper != nil,
+	}, nil
+}
+
+// newTableReader opens a table, turning a panic inside Pebble on a crafted
+// table (one whose checksum matches, so it got past us) into an error.
+func newTableReader(ctx context.Context, rd objstorage.Readable) (r *sstable.Reader, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("table reader panicked: %v", p)
+		}
+	}()
+	return sstable.NewReader(ctx, rd, sstable.ReaderOptions{})
+}
+
+// Next advances to the next entry.
+func (fi *FileIter) Next() bool {
+	if fi.err != nil {
+		return false
+	}
+	advance := fi.it.Next
+	if !fi.started {
+		fi.started = true
+		advance = fi.it.First
+	}
+	kv := advance()
+	if kv == nil {
+		if err := fi.it.Error(); err != nil {
+			fi.err = fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, fi.df.Path, err)
+			return false
+		}
+		if !fi.bounded && fi.count != fi.df.Entries {
+			fi.err = fmt.Errorf("%w: %s holds %d entries, the manifest says %d", snapshotfmt.ErrCorrupt, fi.df.Path, fi.count, fi.df.Entries)
+		}
+		return false
+	}
+	k := kv.K.UserKey
+	if kv.K.Kind() != sstable.InternalKeyKindSet {
+		fi.err = fmt.Errorf("%w: %s: entry %x is a %s, only sets belong in a snapshot", snapshotfmt.ErrCorrupt, fi.df.Path, k, kv.K.Kind())
+		return false
+	}
+	if fi.prev != nil && bytes.Compare(k, fi.prev) <= 0 {
+		fi.err = fmt.Errorf("%w: %s: key %x is not above the previous key %x", snapshotfmt.ErrCorrupt, fi.df.Path, k, fi.prev)
+		return false
+	}
+	if bytes.Compare(k, fi.smallest) < 0 || bytes.Compare(k, fi.largest) > 0 {
+		fi.err = fmt.Errorf("%w: %s: key %x lies outside the file's declared bounds %x..%x", snapshotfmt.ErrCorrupt, fi.df.Path, k, fi.smallest, fi.largest)
+		return false
+	}
+	v, _, err := kv.Value(nil)
+	if err != nil {
+		fi.err = fmt.Errorf("%w: %s: value of %x: %v", snapshotfmt.ErrCorrupt, fi.df.Path, k, err)
+		return false
+	}
+	fi.prev = append(fi.prev[:0], k...)
+	fi.key, fi.val = fi.prev, v
+	fi.count++
+	return true
+}
+
+// Key is the current encoded key; valid until the next call to Next.
+func (fi *FileIter) Key() []byte { return fi.key }
+
+// Value is the current value; valid until the next call to Next.
+func (fi *FileIter) Value() []byte { return fi.val }
+
+// File is the data file being read.
+func (fi *FileIter) File() snapshotfmt.DataFile { return fi.df }
+
+// Err is the error that stopped iteration, if any.
+func (fi *FileIter) Err() error { return fi.err }
+
+// Close releases the file.
+func (fi *FileIter) Close() error {
+	err := fi.it.Close()
+	if e := fi.r.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// vfsFile adapts *os.File to sstable.ReadableFile.
+type vfsFile struct{ *os.File }
+
+func (f vfsFile) Stat() (vfs.FileInfo, error) {
+	st, err := f.File.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return vfsInfo{st}, nil
+}
+
+type vfsInfo struct{ os.FileInfo }
+
+func (vfsInfo) DeviceID() vfs.DeviceID { return vfs.DeviceID{} }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need (Go modules, and
+# the Python packages of the interop tests in a virtual environment), then
+# runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== go modules"
+go mod download
+
+echo "== python virtual environment for the interop tests (.venv)"
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r interop/requirements.txt
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test -race"
+# The interop tests in Go find the venv's python through REBUCKET_PYTHON.
+REBUCKET_PYTHON="$PWD/.venv/bin/python" go test -race -timeout 20m ./...
+
+echo "== python interop tests"
+mkdir -p .build
+go build -o .build/rebucket ./cmd/rebucket
+REBUCKET_BIN="$PWD/.build/rebucket" .venv/bin/python -m pytest -q interop

@@ -1,0 +1,298 @@
+package writer
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// Errors of publication. Each wraps snapshotfmt.ErrRefused.
+var (
+	ErrTargetExists = fmt.Errorf("%w: target exists and is not empty", snapshotfmt.ErrRefused)
+	ErrLocked       = fmt.Errorf("%w: another run holds the lock on the target", snapshotfmt.ErrRefused)
+)
+
+// MarkerName is the file inside a temporary directory that names the run
+// building it; a directory without one is never removed automatically.
+const MarkerName = ".rebucket-run"
+
+const tmpInfix = ".rebucket-tmp-"
+
+// Marker is the content of MarkerName.
+type Marker struct {
+	RunID   string    `json:"run_id"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	Target  string    `json:"target"`
+}
+
+// Stage is a temporary directory beside a target that becomes the target by
+// rename. It holds a lock on the target until Publish or Abort.
+//
+// Write ordering: everything under Dir is written and fsynced by the caller
+// (or by Snapshot); Publish removes the marker, fsyncs the directory, renames
+// it into place and fsyncs the parent. A crash before the rename leaves only
+// a marked temporary directory, which the next run on the same target
+// removes; a crash after it leaves the complete target.
+type Stage struct {
+	target string
+	dir    string
+	force  bool
+	lock   *os.File
+	lockP  string
+	done   bool
+	// Removed lists stale temporary directories of dead runs that Begin
+	// cleaned up, for the caller to report.
+	Removed []string
+	// Leftover lists temporary directories Begin found but would not remove
+	// (no marker, or a complete snapshot from an interrupted publish).
+	Leftover []string
+}
+
+// Begin checks the target, takes the lock, removes stale temporary
+// directories of dead runs, and creates a fresh marked temporary directory.
+// A target that exists and is not an empty directory is ErrTargetExists
+// unless force is set.
+func Begin(target string, force bool) (*Stage, error) {
+	abs, err := filepath.Abs(target)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", target, err)
+	}
+	parent, base := filepath.Dir(abs), filepath.Base(abs)
+	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("%w: target %s: parent directory %s does not exist; create it first", snapshotfmt.ErrInvalidArgument, target, parent)
+	}
+	if err := checkTarget(abs, force); err != nil {
+		return nil, err
+	}
+	s := &Stage{target: abs, force: force, lockP: filepath.Join(parent, "."+base+".rebucket.lock")}
+	if err := s.takeLock(); err != nil {
+		return nil, err
+	}
+	s.cleanStale(parent, base)
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	runID := hex.EncodeToString(id)
+	s.dir = filepath.Join(parent, "."+base+tmpInfix+runID)
+	if err := os.Mkdir(s.dir, 0o755); err != nil {
+		s.unlock()
+		return nil, fmt.Errorf("create temporary directory %s: %w", s.dir, err)
+	}
+	mk, _ := json.Marshal(Marker{RunID: runID, PID: os.Getpid(), Started: time.Now().UTC(), Target: abs})
+	if err := writeFileSync(filepath.Join(s.dir, MarkerName), mk); err != nil {
+		s.Abort()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Dir is the temporary directory to build the output in.
+func (s *Stage) Dir() string { return s.dir }
+
+// Target is the absolute target path.
+func (s *Stage) Target() string { return s.target }
+
+func checkTarget(abs string, force bool) error {
+	st, err := os.Lstat(abs)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("target %s: %w", abs, err)
+	}
+	if !st.IsDir() {
+		if force {
+			return fmt.Errorf("%w: target %s is a file, not a directory; --force replaces only directories", snapshotfmt.ErrRefused, abs)
+		}
+		return fmt.Errorf("%w: %s (a file); choose another --out", ErrTargetExists, abs)
+	}
+	ents, err := os.ReadDir(abs)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", abs, err)
+	}
+	if len(ents) > 0 && !force {
+		return fmt.Errorf("%w: %s; choose another --out, or pass --force to replace it once the new one is complete", ErrTargetExists, abs)
+	}
+	return nil
+}
+
+func (s *Stage) takeLock() error {
+	for {
+		f, err := os.OpenFile(s.lockP, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return fmt.Errorf("lock %s: %w", s.lockP, err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return fmt.Errorf("%w: %s is held; wait for that run to finish", ErrLocked, s.lockP)
+			}
+			return fmt.Errorf("lock %s: %w", s.lockP, err)
+		}
+		// The holder before us may have removed the file after we opened it;
+		// then our lock is on an orphan inode and we must retry.
+		var a, b unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &a) == nil && unix.Stat(s.lockP, &b) == nil && a.Ino == b.Ino && a.Dev == b.Dev {
+			s.lock = f
+			return nil
+		}
+		f.Close()
+	}
+}
+
+func (s *Stage) unlock() {
+	if s.lock != nil {
+		os.Remove(s.lockP)
+		s.lock.Close()
+		s.lock = nil
+	}
+}
+
+// cleanStale removes temporary directories of this target whose marker
+// names a dead process. We hold the lock, so no live run can own one; the
+// PID check guards against a marker copied from elsewhere.
+func (s *Stage) cleanStale(parent, base string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	prefix := "." + base + tmpInfix
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		p := filepath.Join(parent, e.Name())
+		data, err := os.ReadFile(filepath.Join(p, MarkerName))
+		var m Marker
+		if err != nil || json.Unmarshal(data, &m) != nil || processAlive(m.PID) {
+			s.Leftover = append(s.Leftover, p)
+			continue
+		}
+		if os.RemoveAll(p) == nil {
+			s.Removed = append(s.Removed, p)
+		} else {
+			s.Leftover = append(s.Leftover, p)
+		}
+	}
+}
+
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if pid == os.Getpid() {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Publish makes the temporary directory the target. With force and an
+// existing target, the two are exchanged atomically and only then is the old
+// one removed.
+func (s *Stage) Publish() error {
+	if s.done {
+		return errors.New("stage already finished")
+	}
+	if err := os.Remove(filepath.Join(s.dir, MarkerName)); err != nil {
+		return fmt.Errorf("remove run marker: %w", err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		return err
+	}
+	parent := filepath.Dir(s.target)
+	// Re-check: the target may have appeared while we worked.
+	if err := checkTarget(s.target, s.force); err != nil {
+		return err
+	}
+	var old string
+	if st, err := os.Lstat(s.target); err == nil && st.IsDir() {
+		ents, _ := os.ReadDir(s.target)
+		if len(ents) > 0 {
+			if err := unix.Renameat2(unix.AT_FDCWD, s.dir, unix.AT_FDCWD, s.target, unix.RENAME_EXCHANGE); err != nil {
+				// No exchange on this filesystem: move the old one aside first.
+				old = s.dir + ".old"
+				if err := os.Rename(s.target, old); err != nil {
+					return fmt.Errorf("move old target aside: %w", err)
+				}
+				if err := os.Rename(s.dir, s.target); err != nil {
+					_ = os.Rename(old, s.target)
+					return fmt.Errorf("publish %s: %w", s.target, err)
+				}
+			} else {
+				old = s.dir
+			}
+		}
+	}
+	if old == "" {
+		if err := os.Rename(s.dir, s.target); err != nil {
+			return fmt.Errorf("publish %s: %w", s.target, err)
+		}
+	}
+	if err := syncDir(parent); err != nil {
+		return err
+	}
+	s.done = true
+	if old != "" {
+		if err := os.RemoveAll(old); err != nil {
+			s.unlock()
+			return fmt.Errorf("new target published; removing the old one at %s failed: %w", old, err)
+		}
+	}
+	s.unlock()
+	return nil
+}
+
+// Abort removes the temporary directory and releases the lock. It is safe
+// to call after Publish (it does nothing then).
+func (s *Stage) Abort() {
+	if !s.done {
+		s.done = true
+		if s.dir != "" {
+			os.RemoveAll(s.dir)
+		}
+	}
+	s.unlock()
+}
+
+func writeFileSync(p string, data []byte) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync %s: %w", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", p, err)
+	}
+	return nil
+}
+
+func syncDir(p string) error {
+	d, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("open directory %s: %w", p, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", p, err)
+	}
+	return nil
+}

@@ -1,0 +1,455 @@
+// Package writer writes snapshots: entries in encoded-key order become
+// Pebble SSTables that each cover a contiguous bucket range, cut at a target
+// size and only at bucket boundaries unless one bucket alone exceeds it.
+// Files, per-bucket stats and per-worker state are gathered into a manifest
+// written last, and the whole directory is published atomically (Stage).
+//
+// One Snapshot may have many BucketWriters working in parallel, one per
+// goroutine, each owning a disjoint range of buckets.
+package writer
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/zeebo/xxh3"
+
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// DefaultFileSize is the default target size of one data file.
+const DefaultFileSize = 128 << 20
+
+// ErrOutOfOrder is returned by Add for a key not strictly above the last.
+var ErrOutOfOrder = errors.New("entries out of order")
+
+// Options tune a write. The zero value works.
+type Options struct {
+	// FileSize is the target size of one data file (default 128 MiB).
+	FileSize int64
+	// Force replaces an existing non-empty target once the new snapshot is
+	// complete.
+	Force bool
+	// Compression is "snappy" (default), "zstd" or "none".
+	Compression string
+}
+
+// Header is what the caller decides about the snapshot besides its entries.
+type Header struct {
+	Partitioning snapshotfmt.Partitioning
+	WidthAtWrite int
+	States       []snapshotfmt.State
+	Lineage      []snapshotfmt.Lineage
+	Tool         string
+}
+
+// Snapshot is a snapshot under construction.
+type Snapshot struct {
+	stage  *Stage
+	header Header
+	opts   Options
+	wopts  sstable.WriterOptions
+	states map[uint16]bool
+
+	mu            sync.Mutex
+	files         []snapshotfmt.DataFile
+	bucketEntries []uint64
+	bucketBytes   []uint64
+	stateEntries  map[uint16]uint64
+	workerStates  []snapshotfmt.WorkerState
+	openWriters   int
+}
+
+// Create begins a snapshot at target (see Begin for the checks).
+func Create(target string, h Header, opts Options) (*Snapshot, error) {
+	if err := h.Partitioning.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", snapshotfmt.ErrInvalidArgument, err)
+	}
+	if h.WidthAtWrite < 1 {
+		return nil, fmt.Errorf("%w: width at write %d", snapshotfmt.ErrInvalidArgument, h.WidthAtWrite)
+	}
+	if opts.FileSize <= 0 {
+		opts.FileSize = DefaultFileSize
+	}
+	wo := sstable.WriterOptions{TableFormat: sstable.TableFormatPebblev4}
+	switch opts.Compression {
+	case "", "snappy":
+		wo.Compression = sstable.SnappyCompression
+	case "zstd":
+		wo.Compression = sstable.ZstdCompression
+	case "none":
+		wo.Compression = sstable.NoCompression
+	default:
+		return nil, fmt.Errorf("%w: compression %q: want snappy, zstd or none", snapshotfmt.ErrInvalidArgument, opts.Compression)
+	}
+	states := map[uint16]bool{}
+	for _, s := range h.States {
+		states[s.ID] = true
+	}
+	st, err := Begin(target, opts.Force)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{snapshotfmt.DataDir, snapshotfmt.WorkersDir} {
+		if err := os.Mkdir(filepath.Join(st.Dir(), d), 0o755); err != nil {
+			st.Abort()
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	n := int(h.Partitioning.Buckets)
+	return &Snapshot{
+		stage: st, header: h, opts: opts, wopts: wo, states: states,
+		bucketEntries: make([]uint64, n), bucketBytes: make([]uint64, n),
+		stateEntries: map[uint16]uint64{},
+	}, nil
+}
+
+// Stage exposes the publication stage (for its Removed/Leftover reports).
+func (s *Snapshot) Stage() *Stage { return s.stage }
+
+// Dir is the temporary directory being written.
+func (s *Snapshot) Dir() string { return s.stage.Dir() }
+
+// NewBucketWriter returns a writer for one goroutine. Its keys must be in
+// strictly increasing order, and no two BucketWriters may write the same
+// bucket.
+func (s *Snapshot) NewBucketWriter() *BucketWriter {
+	s.mu.Lock()
+	s.openWriters++
+	s.mu.Unlock()
+	return &BucketWriter{s: s, curBucket: -1, partBucket: -1}
+}
+
+// BucketWriter writes one ordered run of entries into files.
+type BucketWriter struct {
+	s   *Snapshot
+	cur *openFile
+	// last is the previous key (copied), for the order check and file bounds.
+	last    []byte
+	haveKey bool
+	// curBucket is the bucket of the last key and curBucketBytes its bytes
+	// in the open file, to decide whether a cut may split a bucket.
+	curBucket      int64
+	curBucketBytes int64
+	stats          []bucketStat
+	stateEntries   []uint64 // indexed by state id
+	closed         bool
+	partBucket     int64
+	part           int
+}
+
+type bucketStat struct {
+	bucket         uint32
+	entries, bytes uint64
+}
+
+type openFile struct {
+	path     string
+	f        *os.File
+	w        *sstable.Writer
+	hw       *hashingWritable
+	smallest []byte
+	bucketLo uint32
+	entries  uint64
+}
+
+// Add appends one entry. The key is an encoded key (snapshotfmt.EncodeKey)
+// whose state id is in the states table; the caller may reuse both slices
+// after Add returns.
+func (bw *BucketWriter) Add(key, value []byte) error {
+	dk, err := snapshotfmt.DecodeKey(key)
+	if err != nil {
+		return fmt.Errorf("add entry: %w", err)
+	}
+	if uint64(dk.Bucket) >= uint64(bw.s.header.Partitioning.Buckets) {
+		return fmt.Errorf("%w: add entry: bucket %d outside [0, %d)", snapshotfmt.ErrInvalidArgument, dk.Bucket, bw.s.header.Partitioning.Buckets)
+	}
+	if !bw.s.states[dk.State] {
+		return fmt.Errorf("%w: add entry: state id %d is not in the states table", snapshotfmt.ErrInvalidArgument, dk.State)
+	}
+	if bw.haveKey && bytes.Compare(key, bw.last) <= 0 {
+		return fmt.Errorf("%w: key %x after %x", ErrOutOfOrder, key, bw.last)
+	}
+	b := int64(dk.Bucket)
+	if bw.cur != nil {
+		size := int64(bw.cur.w.Raw().EstimatedSize())
+		if size >= bw.s.opts.FileSize && (b != bw.curBucket || bw.curBucketBytes >= bw.s.opts.FileSize || int64(bw.cur.bucketLo) == b) {
+			if err := bw.finishFile(); err != nil {
+				return err
+			}
+		}
+	}
+	if b != bw.curBucket {
+		bw.curBucket = b
+		bw.curBucketBytes = 0
+		bw.stats = append(bw.stats, bucketStat{bucket: dk.Bucket})
+	}
+	if bw.cur == nil {
+		if err := bw.openFile(dk.Bucket, key); err != nil {
+			return err
+		}
+	}
+	if err := bw.cur.w.Set(key, value); err != nil {
+		return fmt.Errorf("write %s: %w", bw.cur.path, err)
+	}
+	n := int64(len(key) + len(value))
+	bw.curBucketBytes += n
+	st := &bw.stats[len(bw.stats)-1]
+	st.entries++
+	st.bytes += uint64(n)
+	bw.cur.entries++
+	if int(dk.State) >= len(bw.stateEntries) {
+		bw.stateEntries = append(bw.stateEntries, make([]uint64, int(dk.State)+1-len(bw.stateEntries))...)
+	}
+	bw.stateEntries[dk.State]++
+	bw.last = append(bw.last[:0], key...)
+	bw.haveKey = true
+	return nil
+}
+
+func (bw *BucketWriter) openFile(bucket uint32, first []byte) error {
+	// Names are deterministic: no two writers share a bucket, so the first
+	// bucket and this writer's count of files begun at it are unique.
+	if bw.partBucket != int64(bucket) {
+		bw.partBucket, bw.part = int64(bucket), 0
+	}
+	bw.part++
+	name := fmt.Sprintf("%05d-%04d.sst", bucket, bw.part)
+	rel := snapshotfmt.DataDir + "/" + name
+	p := filepath.Join(bw.s.stage.Dir(), snapshotfmt.DataDir, name)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	hw := &hashingWritable{f: f, path: p, bw: bufio.NewWriterSize(f, 1<<20), h: xxh3.New()}
+	bw.cur = &openFile{
+		path: rel, f: f, hw: hw, w: sstable.NewWriter(hw, bw.s.wopts),
+		smallest: append([]byte(nil), first...), bucketLo: bucket,
+	}
+	bw.curBucketBytes = 0
+	return nil
+}
+
+func (bw *BucketWriter) finishFile() error {
+	of := bw.cur
+	bw.cur = nil
+	if err := of.w.Close(); err != nil {
+		return fmt.Errorf("finish %s: %w", of.path, err)
+	}
+	lastBucket, _ := snapshotfmt.KeyBucket(bw.last)
+	df := snapshotfmt.DataFile{
+		Path:     of.path,
+		BucketLo: of.bucketLo,
+		BucketHi: lastBucket,
+		Smallest: hex.EncodeToString(of.smallest),
+		Largest:  hex.EncodeToString(bw.last),
+		Entries:  of.entries,
+		Size:     of.hw.n,
+		Checksum: snapshotfmt.Sum128Hex(of.hw.h.Sum128()),
+	}
+	bw.s.mu.Lock()
+	bw.s.files = append(bw.s.files, df)
+	bw.s.mu.Unlock()
+	return nil
+}
+
+// Close finishes the open file and hands this writer's files and stats to
+// the snapshot.
+func (bw *BucketWriter) Close() error {
+	if bw.closed {
+		return nil
+	}
+	bw.closed = true
+	var err error
+	if bw.cur != nil {
+		err = bw.finishFile()
+	}
+	s := bw.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.openWriters--
+	for _, st := range bw.stats {
+		s.bucketEntries[st.bucket] += st.entries
+		s.bucketBytes[st.bucket] += st.bytes
+	}
+	for id, c := range bw.stateEntries {
+		s.stateEntries[uint16(id)] += c
+	}
+	return err
+}
+
+// Abort drops the open file; the snapshot's Abort removes everything.
+func (bw *BucketWriter) Abort() {
+	if bw.closed {
+		return
+	}
+	bw.closed = true
+	if bw.cur != nil {
+		bw.cur.w.Close()
+		bw.cur = nil
+	}
+	bw.s.mu.Lock()
+	bw.s.openWriters--
+	bw.s.mu.Unlock()
+}
+
+// hashingWritable is an objstorage.Writable over a file that checksums the
+// bytes as they pass (the writer appends only, so this is the whole file).
+type hashingWritable struct {
+	f    *os.File
+	path string
+	bw   *bufio.Writer
+	h    *xxh3.Hasher
+	n    int64
+}
+
+func (w *hashingWritable) Write(p []byte) error {
+	w.h.Write(p)
+	w.n += int64(len(p))
+	if _, err := w.bw.Write(p); err != nil {
+		return fmt.Errorf("write %s: %w", w.path, err)
+	}
+	return nil
+}
+
+func (w *hashingWritable) Finish() error {
+	if err := w.bw.Flush(); err != nil {
+		w.f.Close()
+		return fmt.Errorf("write %s: %w", w.path, err)
+	}
+	if err := w.f.Sync(); err != nil {
+		w.f.Close()
+		return fmt.Errorf("fsync %s: %w", w.path, err)
+	}
+	if err := w.f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", w.path, err)
+	}
+	return nil
+}
+
+func (w *hashingWritable) Abort() { w.f.Close() }
+
+// WriteWorkerState writes one per-worker state: items[i] is worker i's list,
+// one list per worker at the width of the write.
+func (s *Snapshot) WriteWorkerState(step, name string, rule snapshotfmt.Rule, items [][][]byte) error {
+	if len(items) != s.header.WidthAtWrite {
+		return fmt.Errorf("%w: per-worker state %s/%s has %d workers' items, want %d (the width at write)", snapshotfmt.ErrInvalidArgument, step, name, len(items), s.header.WidthAtWrite)
+	}
+	raw := make([][]byte, len(items))
+	counts := make([]uint64, len(items))
+	for i, it := range items {
+		raw[i] = snapshotfmt.EncodeWorkerItems(it)
+		counts[i] = uint64(len(it))
+	}
+	return s.WriteWorkerStateFiles(step, name, rule, raw, counts)
+}
+
+// WriteWorkerStateFiles writes per-worker state files already encoded
+// (rewrites carry them byte for byte).
+func (s *Snapshot) WriteWorkerStateFiles(step, name string, rule snapshotfmt.Rule, files [][]byte, items []uint64) error {
+	ws := snapshotfmt.WorkerState{Step: step, Name: name, Rule: rule}
+	s.mu.Lock()
+	idx := len(s.workerStates)
+	s.mu.Unlock()
+	for i, data := range files {
+		rel := fmt.Sprintf("%s/%03d-%05d.bin", snapshotfmt.WorkersDir, idx, i)
+		if err := writeFileSync(filepath.Join(s.stage.Dir(), rel), data); err != nil {
+			return err
+		}
+		ws.Files = append(ws.Files, snapshotfmt.WorkerFile{
+			Worker: i, Path: rel, Items: items[i], Size: int64(len(data)), Checksum: snapshotfmt.Checksum(data),
+		})
+	}
+	s.mu.Lock()
+	s.workerStates = append(s.workerStates, ws)
+	s.mu.Unlock()
+	return nil
+}
+
+// Manifest builds the manifest of what has been written so far.
+func (s *Snapshot) manifest() *snapshotfmt.Manifest {
+	files := append([]snapshotfmt.DataFile(nil), s.files...)
+	sort.Slice(files, func(i, j int) bool { return files[i].Smallest < files[j].Smallest })
+	states := append([]snapshotfmt.State(nil), s.header.States...)
+	sort.Slice(states, func(i, j int) bool { return states[i].ID < states[j].ID })
+	for i := range states {
+		states[i].Entries = s.stateEntries[states[i].ID]
+	}
+	ws := append([]snapshotfmt.WorkerState{}, s.workerStates...)
+	now := time.Now().UTC()
+	lineage := append([]snapshotfmt.Lineage{}, s.header.Lineage...)
+	for i := range lineage {
+		if lineage[i].Time.IsZero() {
+			lineage[i].Time = now
+		}
+	}
+	return &snapshotfmt.Manifest{
+		Format:        snapshotfmt.FormatName,
+		Version:       snapshotfmt.FormatVersion,
+		TableFormat:   snapshotfmt.TableFormat,
+		Created:       now,
+		Tool:          s.header.Tool,
+		Partitioning:  s.header.Partitioning,
+		WidthAtWrite:  s.header.WidthAtWrite,
+		States:        states,
+		Files:         files,
+		BucketEntries: s.bucketEntries,
+		BucketBytes:   s.bucketBytes,
+		WorkerStates:  ws,
+		Lineage:       lineage,
+	}
+}
+
+// Commit fsyncs the directories, writes MANIFEST.json last and publishes
+// the snapshot. Every BucketWriter must be closed. On error nothing is
+// published and the temporary directory is removed.
+func (s *Snapshot) Commit() (*snapshotfmt.Manifest, error) {
+	m, err := s.commit()
+	if err != nil {
+		s.stage.Abort()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (s *Snapshot) commit() (*snapshotfmt.Manifest, error) {
+	s.mu.Lock()
+	open := s.openWriters
+	s.mu.Unlock()
+	if open != 0 {
+		return nil, fmt.Errorf("commit with %d bucket writers still open", open)
+	}
+	m := s.manifest()
+	if err := m.Validate(); err != nil {
+		// Overlapping files from two writers of one bucket end up here.
+		return nil, fmt.Errorf("written snapshot is inconsistent (a bug in the caller): %w", err)
+	}
+	for _, d := range []string{snapshotfmt.DataDir, snapshotfmt.WorkersDir} {
+		if err := syncDir(filepath.Join(s.stage.Dir(), d)); err != nil {
+			return nil, err
+		}
+	}
+	data, err := m.Encode()
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileSync(filepath.Join(s.stage.Dir(), snapshotfmt.ManifestName), data); err != nil {
+		return nil, err
+	}
+	if err := s.stage.Publish(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Abort removes everything written and releases the lock.
+func (s *Snapshot) Abort() { s.stage.Abort() }
