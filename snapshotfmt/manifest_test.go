@@ -129,7 +129,9 @@ func TestDecodeManifestStrict(t *testing.T) {
 		{"empty file", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Files[0].Entries = 0 }) }, ErrCorrupt, "entries"},
 		{"absolute path", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Files[0].Path = "/etc/passwd.sst" }) }, ErrCorrupt, "files[0]"},
 		{"dot-dot path", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Files[0].Path = "../x" }) }, ErrCorrupt, `"../x"`},
-		{"dot-dot inside data", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Files[0].Path = "data/../../x.sst" }) }, ErrCorrupt, "files[0]"},
+		{"dot-dot inside data", func(t *testing.T) []byte {
+			return reseal(t, func(m *Manifest) { m.Files[0].Path = "data/../../x.sst" })
+		}, ErrCorrupt, "files[0]"},
 		{"subdirectory of data", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Files[0].Path = "data/sub/x.sst" }) }, ErrCorrupt, "data/sub/x.sst"},
 		{"data file outside data", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Files[0].Path = "x.sst" }) }, ErrCorrupt, "files[0]"},
 		{"data file in workers", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Files[0].Path = "workers/x.sst" }) }, ErrCorrupt, "files[0]"},
