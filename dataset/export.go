@@ -1,0 +1,473 @@
+package dataset
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+
+	"github.com/rebucket/rebucket/internal/progress"
+	"github.com/rebucket/rebucket/reader"
+	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/writer"
+)
+
+// DefaultRowGroupRows is the default Parquet row group size: large enough
+// for efficient scans and good compression, small enough that the writer's
+// buffer (one row group) stays in the tens of MiB.
+const DefaultRowGroupRows = 512 << 10
+
+// ExportOptions tune an export. The zero value writes all of a snapshot to
+// one zstd-compressed Parquet file.
+type ExportOptions struct {
+	Format Format
+	// View selects states, a bucket range or a worker's buckets, and sets
+	// batch size and parallelism.
+	View reader.ArrowOptions
+	// PartitionBy is "", "state" or "bucket".
+	PartitionBy string
+	// Compression is zstd (default), snappy (Parquet only) or none.
+	Compression string
+	// RowGroupRows is the Parquet row group size in rows.
+	RowGroupRows int64
+	// Force replaces an existing output once the new one is complete.
+	Force    bool
+	Progress progress.Reporter
+	Tool     string
+}
+
+// ExportResult summarizes an export.
+type ExportResult struct {
+	Path        string            `json:"path"`
+	Format      Format            `json:"format"`
+	PartitionBy string            `json:"partition_by,omitempty"`
+	Rows        uint64            `json:"rows"`
+	StateRows   map[string]uint64 `json:"state_rows"`
+	// Files are the data files written, relative to Path for a directory.
+	Files []string `json:"files"`
+	// Bytes is the size of everything written, per-worker state included.
+	Bytes int64 `json:"bytes"`
+	// WorkerStateFile is where per-worker state went ("" when none).
+	WorkerStateFile  string        `json:"worker_state_file,omitempty"`
+	WorkerStateItems uint64        `json:"worker_state_items"`
+	Elapsed          time.Duration `json:"elapsed_ns"`
+}
+
+// Export writes the view of s selected by opts to out, atomically.
+func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOptions) (*ExportResult, error) {
+	start := time.Now()
+	if opts.Format == "" {
+		opts.Format = Parquet
+	}
+	if _, err := ParseFormat(string(opts.Format)); err != nil {
+		return nil, err
+	}
+	switch opts.PartitionBy {
+	case "", "state", "bucket":
+	default:
+		return nil, fmt.Errorf("%w: partition by %q: want state or bucket", snapshotfmt.ErrInvalidArgument, opts.PartitionBy)
+	}
+	if opts.RowGroupRows <= 0 {
+		opts.RowGroupRows = DefaultRowGroupRows
+	}
+	if opts.Format == Parquet {
+		if _, err := parquetCodec(opts.Compression); err != nil {
+			return nil, err
+		}
+	} else if opts.Format == Arrow && opts.Compression == "snappy" {
+		return nil, fmt.Errorf("%w: compression snappy: Arrow IPC files take zstd or none", snapshotfmt.ErrInvalidArgument)
+	}
+	prog := progress.OrNop(opts.Progress)
+	if opts.View.Mem == nil {
+		opts.View.Mem = memory.DefaultAllocator
+	}
+	rr, err := s.NewRecordReader(ctx, opts.View)
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Close()
+
+	m := s.Manifest()
+	em := exportMeta(m, rr.States(), opts)
+	res := &ExportResult{Path: out, Format: opts.Format, PartitionBy: opts.PartitionBy, StateRows: map[string]uint64{}}
+
+	// Where things go: a directory through a Stage, or a temp file renamed.
+	var pub publisher
+	if opts.PartitionBy != "" {
+		st, err := writer.Begin(out, opts.Force)
+		if err != nil {
+			return nil, err
+		}
+		pub = &dirPublisher{st: st}
+		if len(m.WorkerStates) > 0 {
+			em.WorkerStateFile = "_worker_state" + opts.Format.Ext()
+		}
+	} else {
+		fp, err := newFilePublisher(out, opts.Force)
+		if err != nil {
+			return nil, err
+		}
+		pub = fp
+		if len(m.WorkerStates) > 0 {
+			em.WorkerStateFile = workerSibling(filepath.Base(out), opts.Format)
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			pub.abort()
+		}
+	}()
+	meta, err := metadata(m, em)
+	if err != nil {
+		return nil, err
+	}
+	cfg := sinkConfig{
+		format: opts.Format, schema: rr.Schema(), compression: opts.Compression,
+		rowGroupRows: opts.RowGroupRows, meta: meta, states: rr.States(), drop: map[string]bool{},
+	}
+	switch opts.PartitionBy {
+	case "state":
+		cfg.drop[reader.ColStep], cfg.drop[reader.ColState] = true, true
+	case "bucket":
+		cfg.drop[reader.ColBucket] = true
+	}
+
+	sinks := map[string]sink{}
+	var order []string
+	defer func() {
+		if !ok {
+			for _, sk := range sinks {
+				sk.abort()
+			}
+		}
+	}()
+	sinkFor := func(part string) (sink, error) {
+		if sk, ok := sinks[part]; ok {
+			return sk, nil
+		}
+		rel := part
+		if opts.PartitionBy != "" {
+			rel = filepath.Join(part, "part-00000"+opts.Format.Ext())
+		}
+		p, err := pub.path(rel)
+		if err != nil {
+			return nil, err
+		}
+		sk, err := newSink(p, cfg)
+		if err != nil {
+			return nil, err
+		}
+		sinks[part] = sk
+		order = append(order, rel)
+		return sk, nil
+	}
+
+	total := int64(rr.EstimatedRows())
+	prog.Start(total, "export rows")
+	defer prog.Finish()
+	for rr.Next() {
+		rec := rr.Record()
+		n := rec.NumRows()
+		for lo := int64(0); lo < n; {
+			part, hi := partitionRun(rec, lo, opts.PartitionBy)
+			sk, err := sinkFor(part)
+			if err != nil {
+				return nil, err
+			}
+			if err := sk.write(rec, lo, hi); err != nil {
+				return nil, err
+			}
+			countStates(rec, lo, hi, res.StateRows)
+			lo = hi
+		}
+		res.Rows += uint64(n)
+		prog.Add(n)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if err := rr.Err(); err != nil {
+		return nil, err
+	}
+	if len(sinks) == 0 && opts.PartitionBy == "" {
+		// An empty selection still gives a readable file with the schema.
+		if _, err := sinkFor(""); err != nil {
+			return nil, err
+		}
+	}
+	for _, rel := range order {
+		part := rel
+		if opts.PartitionBy != "" {
+			part = filepath.Dir(rel)
+		}
+		if err := sinks[part].close(); err != nil {
+			return nil, err
+		}
+		delete(sinks, part)
+	}
+	if opts.PartitionBy == "" {
+		res.Files = []string{out}
+	} else {
+		res.Files = order
+	}
+	if em.WorkerStateFile != "" {
+		rel := em.WorkerStateFile
+		if opts.PartitionBy == "" {
+			rel = "workers"
+		}
+		p, err := pub.path(rel)
+		if err != nil {
+			return nil, err
+		}
+		items, err := writeWorkerStateTable(ctx, s, p, opts.Format, meta)
+		if err != nil {
+			return nil, err
+		}
+		res.WorkerStateItems = items
+	}
+	if err := pub.publish(); err != nil {
+		return nil, err
+	}
+	ok = true
+	res.Bytes = pub.size()
+	if em.WorkerStateFile != "" {
+		res.WorkerStateFile = filepath.Join(filepath.Dir(out), em.WorkerStateFile)
+		if opts.PartitionBy != "" {
+			res.WorkerStateFile = filepath.Join(out, em.WorkerStateFile)
+		}
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// workerSibling names the per-worker state file beside an unpartitioned
+// export: out.parquet -> out.workers.parquet.
+func workerSibling(base string, f Format) string {
+	return strings.TrimSuffix(base, filepath.Ext(base)) + ".workers" + f.Ext()
+}
+
+func exportMeta(m *snapshotfmt.Manifest, states []snapshotfmt.State, opts ExportOptions) *ExportMeta {
+	em := &ExportMeta{
+		Version: 1, Tool: opts.Tool, Partitioning: m.Partitioning, WidthAtWrite: m.WidthAtWrite,
+		States: states, PartitionBy: opts.PartitionBy,
+		Filter: ExportFilter{States: opts.View.States},
+	}
+	if opts.View.BucketRange {
+		lo, hi := opts.View.BucketLo, opts.View.BucketHi
+		em.Filter.BucketLo, em.Filter.BucketHi = &lo, &hi
+	}
+	if opts.View.Width > 0 {
+		w := opts.View.Worker
+		em.Filter.Worker, em.Filter.Width = &w, opts.View.Width
+	}
+	for _, ws := range m.WorkerStates {
+		em.WorkerStates = append(em.WorkerStates, WorkerStateMeta{Step: ws.Step, Name: ws.Name, Rule: ws.Rule, Width: len(ws.Files)})
+	}
+	return em
+}
+
+func metadata(m *snapshotfmt.Manifest, em *ExportMeta) (map[string]string, error) {
+	mc := *m // Encode seals its receiver; keep the reader's copy untouched
+	man, err := mc.Encode()
+	if err != nil {
+		return nil, err
+	}
+	part, _ := json.Marshal(m.Partitioning)
+	emb, err := json.Marshal(em)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{MetaManifest: string(man), MetaPartitioning: string(part), MetaExport: string(emb)}, nil
+}
+
+// partitionRun returns the partition of row lo and the end of the run of
+// rows sharing it. Rows come in key order (bucket, then state), so runs are
+// long.
+func partitionRun(rec arrow.Record, lo int64, by string) (string, int64) {
+	n := rec.NumRows()
+	switch by {
+	case "bucket":
+		b := rec.Column(0).(*array.Uint32)
+		v := b.Value(int(lo))
+		hi := lo + 1
+		for hi < n && b.Value(int(hi)) == v {
+			hi++
+		}
+		return "bucket=" + strconv.FormatUint(uint64(v), 10), hi
+	case "state":
+		st := rec.Column(2).(*array.Dictionary)
+		v := st.GetValueIndex(int(lo))
+		hi := lo + 1
+		for hi < n && st.GetValueIndex(int(hi)) == v {
+			hi++
+		}
+		step := dictString(rec.Column(1), int(lo))
+		name := dictString(rec.Column(2), int(lo))
+		return "step=" + url.PathEscape(step) + string(filepath.Separator) + "state=" + url.PathEscape(name), hi
+	}
+	return "", n
+}
+
+func countStates(rec arrow.Record, lo, hi int64, into map[string]uint64) {
+	st := rec.Column(2).(*array.Dictionary)
+	for r := lo; r < hi; {
+		v := st.GetValueIndex(int(r))
+		e := r + 1
+		for e < hi && st.GetValueIndex(int(e)) == v {
+			e++
+		}
+		into[dictString(rec.Column(1), int(r))+"/"+dictString(rec.Column(2), int(r))] += uint64(e - r)
+		r = e
+	}
+}
+
+// publisher hides the two ways an export is published.
+type publisher interface {
+	// path returns where to write rel (creating parent directories).
+	path(rel string) (string, error)
+	publish() error
+	abort()
+	size() int64
+}
+
+type dirPublisher struct {
+	st    *writer.Stage
+	bytes int64
+}
+
+func (d *dirPublisher) path(rel string) (string, error) {
+	p := filepath.Join(d.st.Dir(), rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", filepath.Dir(p), err)
+	}
+	return p, nil
+}
+
+func (d *dirPublisher) publish() error {
+	d.bytes = dirSize(d.st.Dir())
+	// Directories were created after the files' fsync; make them durable.
+	_ = filepath.WalkDir(d.st.Dir(), func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
+			if f, err := os.Open(p); err == nil {
+				f.Sync()
+				f.Close()
+			}
+		}
+		return nil
+	})
+	return d.st.Publish()
+}
+
+func (d *dirPublisher) abort()      { d.st.Abort() }
+func (d *dirPublisher) size() int64 { return d.bytes }
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// filePublisher writes the data file and its per-worker sibling under
+// temporary names beside the target and renames both at publish (data file
+// last, so a complete data file never points at a missing sibling).
+type filePublisher struct {
+	target string
+	force  bool
+	tmps   map[string]string // rel -> temp path
+	final  map[string]string // rel -> final path
+	order  []string
+	bytes  int64
+}
+
+func newFilePublisher(target string, force bool) (*filePublisher, error) {
+	if st, err := os.Stat(target); err == nil {
+		if st.IsDir() {
+			return nil, fmt.Errorf("%w: %s is a directory; an unpartitioned export writes one file", snapshotfmt.ErrRefused, target)
+		}
+		if !force {
+			return nil, fmt.Errorf("%w: %s exists (use --force to replace it)", snapshotfmt.ErrRefused, target)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("stat %s: %w", target, err)
+	}
+	if st, err := os.Stat(filepath.Dir(target)); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("%w: the directory of %s does not exist; create it first", snapshotfmt.ErrInvalidArgument, target)
+	}
+	return &filePublisher{target: target, force: force, tmps: map[string]string{}, final: map[string]string{}}, nil
+}
+
+// path: rel "" is the data file, "workers" its per-worker sibling.
+func (f *filePublisher) path(rel string) (string, error) {
+	final := f.target
+	if rel == "workers" {
+		ext := filepath.Ext(f.target)
+		final = filepath.Join(filepath.Dir(f.target), workerSibling(filepath.Base(f.target), formatOfExt(ext)))
+		if _, err := os.Stat(final); err == nil && !f.force {
+			return "", fmt.Errorf("%w: %s exists (use --force to replace it)", snapshotfmt.ErrRefused, final)
+		}
+	}
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	tmp := filepath.Join(filepath.Dir(final), "."+filepath.Base(final)+".rebucket-tmp-"+hex.EncodeToString(rb[:]))
+	f.tmps[rel], f.final[rel] = tmp, final
+	f.order = append(f.order, rel)
+	return tmp, nil
+}
+
+func formatOfExt(ext string) Format {
+	switch ext {
+	case ".arrow", ".feather", ".ipc":
+		return Arrow
+	case ".jsonl", ".ndjson", ".json":
+		return JSONL
+	}
+	return Parquet
+}
+
+func (f *filePublisher) publish() error {
+	// Sibling first, data file last.
+	for i := len(f.order) - 1; i >= 0; i-- {
+		rel := f.order[i]
+		if st, err := os.Stat(f.tmps[rel]); err == nil {
+			f.bytes += st.Size()
+		}
+		if err := os.Rename(f.tmps[rel], f.final[rel]); err != nil {
+			return fmt.Errorf("publish %s: %w", f.final[rel], err)
+		}
+		delete(f.tmps, rel)
+	}
+	if d, err := os.Open(filepath.Dir(f.target)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func (f *filePublisher) abort() {
+	for _, tmp := range f.tmps {
+		os.Remove(tmp)
+	}
+}
+
+func (f *filePublisher) size() int64 { return f.bytes }
