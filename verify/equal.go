@@ -119,9 +119,9 @@ type equaler struct {
 	layout           snapshotfmt.Partitioning
 	sum              *EqualSummary
 
-	mu        sync.Mutex
-	caps      map[Kind]int
-	misplaced []entryCopy
+	mu                sync.Mutex
+	caps              map[Kind]int
+	misplaced         []entryCopy
 	misplacedOverflow bool
 }
 
