@@ -179,7 +179,7 @@ func ForRewriteWith(m *snapshotfmt.Manifest, target snapshotfmt.Partitioning, r 
 		if from.Mapping == snapshotfmt.MappingMod && target.Mapping == snapshotfmt.MappingMod {
 			p.Groups = bucketGCD(n, mm)
 			if p.Groups > 1 {
-				p.Reason += fmt.Sprintf("; it falls apart into bucketGCD(%d, %d) = %d independent groups", n, mm, p.Groups)
+				p.Reason += fmt.Sprintf("; it falls apart into gcd(%d, %d) = %d independent groups", n, mm, p.Groups)
 			}
 		}
 	}
