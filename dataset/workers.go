@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -137,4 +139,109 @@ func redistribute(rule snapshotfmt.Rule, old [][][]byte, w int) [][][]byte {
 		}
 	}
 	return out
+}
+
+// workerStateIn is one per-worker state read from a table.
+type workerStateIn struct {
+	step, name string
+	rule       snapshotfmt.Rule
+	workers    [][][]byte // per old worker, items in order
+}
+
+// readWorkerStates reads a per-worker state table (Parquet or Arrow IPC).
+// meta, when the export gave it, fixes the order, rules and old widths so
+// that workers without items and states without any survive.
+func readWorkerStates(ctx context.Context, path string, meta []WorkerStateMeta) ([]workerStateIn, error) {
+	p, err := openPart(path)
+	if err != nil {
+		return nil, fmt.Errorf("per-worker state: %w", err)
+	}
+	defer p.close()
+	var bad []string
+	cols := p.columns()
+	for _, c := range []struct{ name, class string }{
+		{WColStep, classString}, {WColName, classString}, {WColRule, classString},
+		{WColWorker, classInt}, {WColItem, classInt}, {WColValue, classBinary},
+	} {
+		ci, ok := cols[c.name]
+		switch {
+		case !ok:
+			bad = append(bad, "missing column "+c.name)
+		case ci.class != c.class && !(c.class == classString && ci.class == classBinary):
+			bad = append(bad, fmt.Sprintf("column %s is %s, want %s", c.name, ci.desc, c.class))
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("%w: per-worker state table %s: %s (want step, name, rule, worker, item, value)", snapshotfmt.ErrInvalidArgument, path, strings.Join(bad, "; "))
+	}
+	type item struct {
+		worker, idx int64
+		v           []byte
+	}
+	byName := map[string]*workerStateIn{}
+	items := map[string][]item{}
+	var order []string
+	for _, m := range meta {
+		q := m.Step + "/" + m.Name
+		byName[q] = &workerStateIn{step: m.Step, name: m.Name, rule: m.Rule, workers: make([][][]byte, max(m.Width, 0))}
+		order = append(order, q)
+	}
+	row := 0
+	err = p.scan(ctx, []string{WColStep, WColName, WColRule, WColWorker, WColItem, WColValue}, func(cs []cell) error {
+		row++
+		for _, c := range cs {
+			if c.null {
+				return fmt.Errorf("%w: per-worker state %s row %d has a null", snapshotfmt.ErrInvalidArgument, path, row)
+			}
+		}
+		step, name, rule := string(cs[0].b), string(cs[1].b), snapshotfmt.Rule(cs[2].b)
+		switch rule {
+		case snapshotfmt.RuleSplit, snapshotfmt.RuleUnion, snapshotfmt.RuleBroadcast:
+		default:
+			return fmt.Errorf("%w: per-worker state %s row %d: rule %q, want split, union or broadcast", snapshotfmt.ErrInvalidArgument, path, row, rule)
+		}
+		if step == "" || name == "" || strings.Contains(step, "/") {
+			return fmt.Errorf("%w: per-worker state %s row %d: step %q and name %q must be non-empty", snapshotfmt.ErrInvalidArgument, path, row, step, name)
+		}
+		if cs[3].i < 0 || cs[3].i >= snapshotfmt.MaxBuckets*16 {
+			return fmt.Errorf("%w: per-worker state %s row %d: worker %d", snapshotfmt.ErrInvalidArgument, path, row, cs[3].i)
+		}
+		q := step + "/" + name
+		ws := byName[q]
+		if ws == nil {
+			ws = &workerStateIn{step: step, name: name, rule: rule}
+			byName[q] = ws
+			order = append(order, q)
+		}
+		if ws.rule != rule {
+			return fmt.Errorf("%w: per-worker state %s: %s has rules %s and %s", snapshotfmt.ErrInvalidArgument, path, q, ws.rule, rule)
+		}
+		items[q] = append(items[q], item{cs[3].i, cs[4].i, append([]byte(nil), cs[5].b...)})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []workerStateIn
+	for _, q := range order {
+		ws := byName[q]
+		its := items[q]
+		sort.SliceStable(its, func(i, j int) bool {
+			if its[i].worker != its[j].worker {
+				return its[i].worker < its[j].worker
+			}
+			return its[i].idx < its[j].idx
+		})
+		for _, it := range its {
+			for int64(len(ws.workers)) <= it.worker {
+				ws.workers = append(ws.workers, nil)
+			}
+			ws.workers[it.worker] = append(ws.workers[it.worker], it.v)
+		}
+		if len(ws.workers) == 0 {
+			ws.workers = make([][][]byte, 1)
+		}
+		out = append(out, *ws)
+	}
+	return out, nil
 }

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rebucket/rebucket/dataset"
+	"github.com/rebucket/rebucket/internal/units"
+	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/writer"
+)
+
+func init() { registerCommand(newImportCommand) }
+
+type importOptions struct {
+	buckets, width                                int
+	mapping, out, dedupe, statesFile, workerState string
+	memory, tmpDir, fileSize, compression         string
+	force, noVerify                               bool
+}
+
+func newImportCommand(g *globalOptions) *cobra.Command {
+	o := &importOptions{}
+	cmd := &cobra.Command{
+		Use:   "import DATASET --buckets M --out SNAPSHOT [flags]",
+		Short: "Build a snapshot of any bucket count from a Parquet or Arrow IPC dataset",
+		Long: `import reads a dataset with the export's schema (a Parquet file, an Arrow IPC
+file, or a directory of them, Hive-partitioned or not) and writes a complete
+snapshot with M buckets: the route to rebuild state from a dataset, or to
+bootstrap a snapshot from data produced elsewhere.
+
+Columns: step and state (string; may come from step=/state= directories
+instead), key and value (binary), sub_key (binary, null unless map state;
+optional). Other columns (bucket, decoded columns) are ignored: every key is
+hashed into its bucket of the new layout. The schema of every file is checked
+first and every missing or mistyped column named.
+
+The states table and per-worker state come from the export's metadata when
+present. For a dataset made elsewhere the states are inferred from the
+distinct (step, state) pairs (a map where sub_key is set, else a value), or
+given with --states FILE (a JSON array of {step, name, kind, key_codec,
+sub_key_codec, value_codec}); per-worker state with --worker-state (a table
+with step, name, rule, worker, item, value).
+
+Rows with the same (step, state, key, sub-key) are an error unless --dedupe
+first|last. The input may be larger than memory: it is sorted within
+--memory, spilling to --tmp-dir. The written snapshot is read back and its
+fingerprints compared with what was written (--no-verify skips that).`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImport(cmd, g, o, args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.buckets, "buckets", 0, "bucket count M of the new snapshot (1..65536)")
+	_ = cmd.MarkFlagRequired("buckets")
+	f.StringVar(&o.mapping, "mapping", "mod", "bucket mapping: mod or range")
+	f.IntVar(&o.width, "width", 0, "width at write of the new snapshot (default: the export's, capped at M; else 1)")
+	f.StringVar(&o.out, "out", "", "directory of the new snapshot (must not exist, or be empty)")
+	_ = cmd.MarkFlagRequired("out")
+	f.StringVar(&o.dedupe, "dedupe", "", "keep the first or last of duplicate rows instead of failing")
+	f.StringVar(&o.statesFile, "states", "", "JSON file with the states table (for a dataset without export metadata)")
+	f.StringVar(&o.workerState, "worker-state", "", "per-worker state table to import (default: the one the export names)")
+	f.StringVar(&o.memory, "memory", "256MiB", "memory budget of the sort")
+	f.StringVar(&o.tmpDir, "tmp-dir", "", "where the sort spills (default: beside --out)")
+	f.StringVar(&o.fileSize, "file-size", "128MiB", "target data file size")
+	f.StringVar(&o.compression, "compression", "snappy", "data file compression: snappy, zstd or none")
+	f.BoolVar(&o.force, "force", false, "replace a non-empty --out once the new snapshot is complete")
+	f.BoolVar(&o.noVerify, "no-verify", false, "skip reading the written snapshot back")
+	return cmd
+}
+
+func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src string) error {
+	mapping, err := snapshotfmt.ParseMapping(o.mapping)
+	if err != nil {
+		return usagef(err)
+	}
+	if o.buckets < snapshotfmt.MinBuckets || o.buckets > snapshotfmt.MaxBuckets {
+		return usagef(fmt.Errorf("--buckets %d: want %d..%d", o.buckets, snapshotfmt.MinBuckets, snapshotfmt.MaxBuckets))
+	}
+	if o.dedupe != "" && o.dedupe != "first" && o.dedupe != "last" {
+		return usagef(fmt.Errorf("--dedupe %q: want first or last", o.dedupe))
+	}
+	mem, err := units.ParseBytes(o.memory)
+	if err != nil {
+		return usagef(fmt.Errorf("--memory: %w", err))
+	}
+	fs, err := units.ParseBytes(o.fileSize)
+	if err != nil {
+		return usagef(fmt.Errorf("--file-size: %w", err))
+	}
+	if o.buckets > snapshotfmt.WarnBuckets {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d buckets is above %d: every tool pays a per-bucket bookkeeping cost\n", o.buckets, snapshotfmt.WarnBuckets)
+	}
+	opts := dataset.ImportOptions{
+		Buckets: o.buckets, Mapping: mapping, Width: o.width, Dedupe: o.dedupe,
+		WorkerState: o.workerState, Memory: mem, TmpDir: o.tmpDir, NoVerify: o.noVerify,
+		Writer:   writer.Options{FileSize: fs, Force: o.force, Compression: o.compression},
+		Progress: newProgress(cmd, g), Tool: toolName(),
+	}
+	if o.statesFile != "" {
+		data, err := os.ReadFile(o.statesFile)
+		if err != nil {
+			return usagef(fmt.Errorf("--states: %w", err))
+		}
+		if opts.States, err = dataset.ParseStatesFile(data); err != nil {
+			return usagef(fmt.Errorf("--states %s: %w", o.statesFile, err))
+		}
+	}
+	res, err := dataset.Import(cmd.Context(), src, o.out, opts)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "imported %s into %s: %s rows -> %s entries in %d files (%s), %d buckets (%s), width %d, in %s\n",
+		src, res.Snapshot, units.Count(res.Rows), units.Count(res.Entries), res.Files, units.Bytes(res.DataBytes),
+		res.Partitioning.Buckets, res.Partitioning.Mapping, res.Width, units.Duration(res.Elapsed))
+	if res.Duplicates > 0 {
+		fmt.Fprintf(w, "duplicates: %s rows dropped (--dedupe %s)\n", units.Count(res.Duplicates), o.dedupe)
+	}
+	fmt.Fprintf(w, "states (%s):\n", res.StatesFrom)
+	for _, s := range res.States {
+		fmt.Fprintf(w, "  %-28s %-5s %s entries\n", s.QualifiedName(), s.Kind, units.Count(s.Entries))
+	}
+	if len(res.WorkerStates) > 0 {
+		fmt.Fprintf(w, "per-worker state from %s: %v\n", res.WorkerSource, res.WorkerStates)
+	}
+	if res.Partial {
+		fmt.Fprintln(w, "note: the dataset is a partial export (filtered by state, bucket range or worker)")
+	}
+	if res.Sort.Runs > 0 {
+		fmt.Fprintf(w, "sort: %d runs spilled (%s)\n", res.Sort.Runs, units.Bytes(res.Sort.SpillBytes))
+	}
+	if res.Verified {
+		fmt.Fprintln(w, "verified: the written snapshot reads back with the fingerprints of the rows written")
+	} else {
+		fmt.Fprintln(w, "not verified (--no-verify)")
+	}
+	return nil
+}

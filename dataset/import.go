@@ -1,0 +1,553 @@
+package dataset
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rebucket/rebucket/internal/extsort"
+	"github.com/rebucket/rebucket/internal/progress"
+	"github.com/rebucket/rebucket/reader"
+	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/verify"
+	"github.com/rebucket/rebucket/writer"
+)
+
+// DefaultImportMemory is the default sort budget of an import.
+const DefaultImportMemory = 256 << 20
+
+// maxDupsNamed bounds the duplicates an error names.
+const maxDupsNamed = 5
+
+// ImportOptions tune an import. Buckets is required.
+type ImportOptions struct {
+	Buckets int
+	Mapping snapshotfmt.Mapping // default mod
+	// Width is the width at write of the new snapshot (default: the
+	// export's, capped at Buckets; 1 for a dataset made elsewhere).
+	// Per-worker state is redistributed to it by each state's rule.
+	Width int
+	// Dedupe is "", "first" or "last": what to do with rows of one (step,
+	// state, key, sub-key). Empty makes duplicates an error.
+	Dedupe string
+	// States is the states table for a dataset without export metadata
+	// (ids, kinds and codecs); nil infers it.
+	States []snapshotfmt.State
+	// WorkerState is a per-worker state table to import (default: the one
+	// the export's metadata names).
+	WorkerState string
+	// Memory bounds the sort's buffers; TmpDir is where it spills
+	// (default: beside the output).
+	Memory int64
+	TmpDir string
+	Writer writer.Options
+	// NoVerify skips reading the written snapshot back.
+	NoVerify bool
+	Progress progress.Reporter
+	Tool     string
+}
+
+// ImportResult summarizes an import.
+type ImportResult struct {
+	Snapshot      string                   `json:"snapshot"`
+	Inputs        []string                 `json:"inputs"`
+	Rows          uint64                   `json:"rows"`
+	Entries       uint64                   `json:"entries"`
+	Duplicates    uint64                   `json:"duplicates"`
+	StatesFrom    string                   `json:"states_from"` // export metadata, states file, inferred
+	Partial       bool                     `json:"partial_export"`
+	Partitioning  snapshotfmt.Partitioning `json:"partitioning"`
+	Width         int                      `json:"width"`
+	States        []snapshotfmt.State      `json:"states"`
+	WorkerStates  []string                 `json:"worker_states"`
+	WorkerSource  string                   `json:"worker_state_source,omitempty"`
+	Sort          extsort.Stats            `json:"sort"`
+	Verified      bool                     `json:"verified"`
+	Files         int                      `json:"files"`
+	DataBytes     int64                    `json:"data_bytes"`
+	Elapsed       time.Duration            `json:"-"`
+	ElapsedSecond float64                  `json:"elapsed_seconds"`
+}
+
+// stateSlot is one state of the table being built.
+type stateSlot struct {
+	st              snapshotfmt.State
+	withSub, nilSub uint64
+}
+
+// Import reads the dataset at src (a Parquet or Arrow IPC file, or a
+// directory of them) and writes a complete snapshot to out.
+func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportResult, error) {
+	start := time.Now()
+	if opts.Mapping == "" {
+		opts.Mapping = snapshotfmt.MappingMod
+	}
+	layout, err := snapshotfmt.NewPartitioning(opts.Mapping, opts.Buckets)
+	if err != nil {
+		return nil, err
+	}
+	switch opts.Dedupe {
+	case "", "first", "last":
+	default:
+		return nil, fmt.Errorf("%w: dedupe %q: want first or last", snapshotfmt.ErrInvalidArgument, opts.Dedupe)
+	}
+	prog := progress.OrNop(opts.Progress)
+	inputs, err := listInputs(src)
+	if err != nil {
+		return nil, err
+	}
+	// Open and validate every file before reading any row.
+	parts := make([]part, 0, len(inputs))
+	defer func() {
+		for _, p := range parts {
+			p.close()
+		}
+	}()
+	var problems []string
+	for _, in := range inputs {
+		p, err := openPart(in.path)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, p)
+		if msg := checkSchema(p.columns(), in.hive); msg != "" {
+			problems = append(problems, fmt.Sprintf("%s: %s", in.path, msg))
+		}
+	}
+	if len(problems) > 0 {
+		if len(problems) > 5 {
+			problems = append(problems[:5], fmt.Sprintf("and %d more files", len(problems)-5))
+		}
+		return nil, fmt.Errorf("%w: the dataset does not have the export's schema (bucket, step, state, key, sub_key, value; key, sub_key and value binary):\n  %s",
+			snapshotfmt.ErrInvalidArgument, strings.Join(problems, "\n  "))
+	}
+
+	res := &ImportResult{Snapshot: out, Partitioning: layout}
+	for _, in := range inputs {
+		res.Inputs = append(res.Inputs, in.path)
+	}
+	// Export metadata: the first file's; every file of one export has it.
+	var em *ExportMeta
+	var lineage []snapshotfmt.Lineage
+	if s, ok := parts[0].meta()[MetaExport]; ok {
+		if em, err = decodeExportMeta(s); err != nil {
+			return nil, fmt.Errorf("%s: %w", inputs[0].path, err)
+		}
+		var m struct {
+			Lineage []snapshotfmt.Lineage `json:"lineage"`
+		}
+		if json.Unmarshal([]byte(parts[0].meta()[MetaManifest]), &m) == nil {
+			lineage = m.Lineage
+		}
+		res.Partial = em.Filter.Partial()
+	}
+	slots := map[string]*stateSlot{}
+	var order []*stateSlot
+	known := false
+	switch {
+	case opts.States != nil:
+		known, res.StatesFrom = true, "states file"
+		if err := addStates(opts.States, slots, &order); err != nil {
+			return nil, err
+		}
+	case em != nil:
+		known, res.StatesFrom = true, "export metadata"
+		if err := addStates(em.States, slots, &order); err != nil {
+			return nil, fmt.Errorf("%s: metadata %s: %w", inputs[0].path, MetaExport, err)
+		}
+	default:
+		res.StatesFrom = "inferred"
+	}
+
+	width := opts.Width
+	if width == 0 {
+		width = 1
+		if em != nil && em.WidthAtWrite > 0 {
+			width = min(em.WidthAtWrite, opts.Buckets)
+		}
+	}
+	if width < 1 || width > opts.Buckets {
+		return nil, fmt.Errorf("%w: width %d: want 1..%d (the bucket count)", snapshotfmt.ErrInvalidArgument, width, opts.Buckets)
+	}
+	res.Width = width
+
+	tmp := opts.TmpDir
+	if tmp == "" {
+		tmp = filepath.Dir(filepath.Clean(out))
+	}
+	sorter := extsort.New(extsort.Options{Memory: max(opts.Memory, 0), TmpDir: tmp})
+	defer sorter.Close()
+
+	var total int64
+	for _, p := range parts {
+		if n := p.rowCount(); n > 0 {
+			total += n
+		}
+	}
+	prog.Start(total, "import: read rows")
+	cols := []string{"step", "state", "key", "sub_key", "value"}
+	var key []byte
+	for i, p := range parts {
+		in := inputs[i]
+		have := p.columns()
+		present := make([]string, 0, len(cols))
+		pos := make([]int, len(cols)) // position in present, or -1
+		for j, c := range cols {
+			if _, ok := have[c]; ok {
+				pos[j] = len(present)
+				present = append(present, c)
+			} else {
+				pos[j] = -1
+			}
+		}
+		hiveStep, hiveState := in.hive["step"], in.hive["state"]
+		var rowN uint64
+		err := p.scan(ctx, present, func(cs []cell) error {
+			rowN++
+			get := func(j int) cell {
+				if pos[j] < 0 {
+					return cell{null: true}
+				}
+				return cs[pos[j]]
+			}
+			stepC, stateC, keyC, subC, valC := get(0), get(1), get(2), get(3), get(4)
+			step, name := string(stepC.b), string(stateC.b)
+			if pos[0] < 0 {
+				step, stepC.null = hiveStep, false
+			}
+			if pos[1] < 0 {
+				name, stateC.null = hiveState, false
+			}
+			where := func() string { return fmt.Sprintf("%s row %d", in.path, rowN) }
+			switch {
+			case stepC.null || stateC.null:
+				return fmt.Errorf("%w: %s: step or state is null", snapshotfmt.ErrInvalidArgument, where())
+			case keyC.null:
+				return fmt.Errorf("%w: %s: key is null", snapshotfmt.ErrInvalidArgument, where())
+			case valC.null:
+				return fmt.Errorf("%w: %s: value is null", snapshotfmt.ErrInvalidArgument, where())
+			case len(keyC.b) > snapshotfmt.MaxKeyLen:
+				return fmt.Errorf("%w: %s: key of %d bytes is over the %d MiB bound", snapshotfmt.ErrTooLarge, where(), len(keyC.b), snapshotfmt.MaxKeyLen>>20)
+			}
+			q := step + "/" + name
+			sl := slots[q]
+			if sl == nil {
+				if known {
+					return fmt.Errorf("%w: %s: state %s is not in the states table (%s has %s)", snapshotfmt.ErrInvalidArgument, where(), q, res.StatesFrom, slotNames(order))
+				}
+				if step == "" || name == "" || strings.Contains(step, "/") {
+					return fmt.Errorf("%w: %s: step %q and state %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, where(), step, name)
+				}
+				if len(order) >= 1<<16-1 {
+					return fmt.Errorf("%w: more than 65535 states", snapshotfmt.ErrTooLarge)
+				}
+				sl = &stateSlot{st: snapshotfmt.State{ID: uint16(len(order) + 1), Step: step, Name: name, Kind: snapshotfmt.KindValue}}
+				slots[q] = sl
+				order = append(order, sl)
+			}
+			if subC.null {
+				sl.nilSub++
+			} else {
+				sl.withSub++
+			}
+			if known {
+				isMap := sl.st.Kind == snapshotfmt.KindMap
+				if isMap && subC.null {
+					return fmt.Errorf("%w: %s: state %s is a map but sub_key is null", snapshotfmt.ErrInvalidArgument, where(), q)
+				}
+				if !isMap && !subC.null {
+					return fmt.Errorf("%w: %s: state %s is a %s state but sub_key is set (only map state has sub-keys)", snapshotfmt.ErrInvalidArgument, where(), q, sl.st.Kind)
+				}
+			} else if sl.withSub > 0 && sl.nilSub > 0 {
+				return fmt.Errorf("%w: %s: state %s has rows with and without sub_key: it is neither a map (every row has one) nor a value state; give its kind with --states", snapshotfmt.ErrInvalidArgument, where(), q)
+			}
+			key = snapshotfmt.AppendKey(key[:0], layout.Bucket(keyC.b), sl.st.ID, keyC.b, subC.b)
+			if err := sorter.Add(key, valC.b); err != nil {
+				return fmt.Errorf("import sort: %w", err)
+			}
+			res.Rows++
+			if res.Rows&0xfff == 0 {
+				prog.Add(0x1000)
+			}
+			return nil
+		})
+		if err != nil {
+			prog.Finish()
+			return nil, err
+		}
+	}
+	prog.Finish()
+	var states []snapshotfmt.State
+	for _, sl := range order {
+		st := sl.st
+		if !known && sl.withSub > 0 {
+			st.Kind = snapshotfmt.KindMap
+		}
+		st.Entries = 0
+		states = append(states, st)
+	}
+	res.States = states
+
+	// Per-worker state, read before anything is written.
+	wsSrc := opts.WorkerState
+	if wsSrc == "" && em != nil && em.WorkerStateFile != "" {
+		if st, err := os.Stat(src); err == nil && st.IsDir() {
+			wsSrc = filepath.Join(src, em.WorkerStateFile)
+		} else {
+			wsSrc = filepath.Join(filepath.Dir(src), em.WorkerStateFile)
+		}
+		if _, err := os.Stat(wsSrc); err != nil {
+			return nil, fmt.Errorf("%w: the export's metadata names the per-worker state file %s, which cannot be read (%v); copy it beside the data or pass --worker-state", snapshotfmt.ErrInvalidArgument, wsSrc, err)
+		}
+	}
+	var wstates []workerStateIn
+	if wsSrc != "" {
+		res.WorkerSource = wsSrc
+		var metaWS []WorkerStateMeta
+		if em != nil {
+			metaWS = em.WorkerStates
+		}
+		if wstates, err = readWorkerStates(ctx, wsSrc, metaWS); err != nil {
+			return nil, err
+		}
+	}
+
+	it, err := sorter.Finish(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("import sort: %w", err)
+	}
+	defer it.Close()
+	lineage = append(lineage, snapshotfmt.Lineage{Tool: opts.Tool, Action: "import", ToBuckets: layout.Buckets, ToMapping: layout.Mapping,
+		Note: fmt.Sprintf("from dataset %s (%d rows, states %s)", src, res.Rows, res.StatesFrom)})
+	if em != nil {
+		last := &lineage[len(lineage)-1]
+		last.FromBuckets, last.FromMapping = em.Partitioning.Buckets, em.Partitioning.Mapping
+	}
+	w, err := writer.Create(out, writer.Header{
+		Partitioning: layout, WidthAtWrite: width, States: states, Lineage: lineage, Tool: opts.Tool,
+	}, opts.Writer)
+	if err != nil {
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			w.Abort()
+		}
+	}()
+	byID := map[uint16]snapshotfmt.State{}
+	for _, st := range states {
+		byID[st.ID] = st
+	}
+	fp := verify.NewFingerprinter(layout, states)
+	bw := w.NewBucketWriter()
+	prog.Start(int64(res.Rows), "import: write snapshot")
+	var pendK, pendV []byte
+	havePend := false
+	var dups []string
+	flush := func() error {
+		if !havePend {
+			return nil
+		}
+		if _, _, err := fp.Add(pendK, pendV); err != nil {
+			return err
+		}
+		res.Entries++
+		return bw.Add(pendK, pendV)
+	}
+	for it.Next() {
+		k, v := it.Key(), it.Value()
+		if havePend && string(k) == string(pendK) {
+			res.Duplicates++
+			switch opts.Dedupe {
+			case "first":
+			case "last":
+				pendV = append(pendV[:0], v...)
+			default:
+				if len(dups) < maxDupsNamed {
+					dups = append(dups, describeKey(k, byID))
+				}
+			}
+			continue
+		}
+		if err := flush(); err != nil {
+			bw.Abort()
+			return nil, err
+		}
+		pendK, pendV, havePend = append(pendK[:0], k...), append(pendV[:0], v...), true
+		if res.Entries&0xfff == 0 {
+			prog.Add(0x1000)
+		}
+	}
+	if err := it.Err(); err != nil {
+		bw.Abort()
+		prog.Finish()
+		return nil, fmt.Errorf("import sort: %w", err)
+	}
+	if err := flush(); err != nil {
+		bw.Abort()
+		prog.Finish()
+		return nil, err
+	}
+	prog.Finish()
+	if len(dups) > 0 {
+		bw.Abort()
+		return nil, fmt.Errorf("%w: %d duplicate rows (same step, state, key and sub-key), e.g. %s; pass --dedupe first or last to keep one",
+			snapshotfmt.ErrInvalidArgument, res.Duplicates, strings.Join(dups, "; "))
+	}
+	if err := bw.Close(); err != nil {
+		return nil, err
+	}
+	for _, ws := range wstates {
+		items := redistribute(ws.rule, ws.workers, width)
+		if err := w.WriteWorkerState(ws.step, ws.name, ws.rule, items); err != nil {
+			return nil, err
+		}
+		res.WorkerStates = append(res.WorkerStates, ws.step+"/"+ws.name)
+	}
+	m, err := w.Commit()
+	committed = true
+	if err != nil {
+		return nil, err
+	}
+	res.Sort = sorter.Stats()
+	res.States = m.States
+	res.Files = len(m.Files)
+	res.DataBytes = m.DataBytes()
+	if !opts.NoVerify {
+		// Read the published files back (checksums checked) and compare
+		// their fingerprints with those of the entries handed to the writer.
+		snap, err := reader.Open(out, reader.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("verify %s: %w", out, err)
+		}
+		got, err := verify.Fingerprints(ctx, snap, layout, verify.FingerprintOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("verify %s: %w", out, err)
+		}
+		if d := fp.Result().Differ(got); len(d) > 0 {
+			return nil, fmt.Errorf("verify %s: %d buckets read back differ from what was written (first: %d): the output is not trustworthy", out, len(d), d[0])
+		}
+		res.Verified = true
+	}
+	res.Elapsed = time.Since(start)
+	res.ElapsedSecond = res.Elapsed.Seconds()
+	return res, nil
+}
+
+func addStates(in []snapshotfmt.State, slots map[string]*stateSlot, order *[]*stateSlot) error {
+	ids := map[uint16]bool{}
+	for i, st := range in {
+		if st.ID == 0 {
+			st.ID = uint16(i + 1)
+		}
+		if st.Kind == "" {
+			st.Kind = snapshotfmt.KindValue
+		}
+		q := st.QualifiedName()
+		switch {
+		case st.Step == "" || st.Name == "" || strings.Contains(st.Step, "/"):
+			return fmt.Errorf("%w: states[%d]: step %q and name %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, i, st.Step, st.Name)
+		case st.Kind != snapshotfmt.KindValue && st.Kind != snapshotfmt.KindMap && st.Kind != snapshotfmt.KindList:
+			return fmt.Errorf("%w: states[%d] (%s): kind %q, want value, map or list", snapshotfmt.ErrInvalidArgument, i, q, st.Kind)
+		case !snapshotfmt.KnownCodecs[st.KeyCodec] || !snapshotfmt.KnownCodecs[st.SubKeyCodec] || !snapshotfmt.KnownCodecs[st.ValueCodec]:
+			return fmt.Errorf("%w: states[%d] (%s): unknown codec", snapshotfmt.ErrInvalidArgument, i, q)
+		case ids[st.ID]:
+			return fmt.Errorf("%w: states[%d] (%s): id %d used twice", snapshotfmt.ErrInvalidArgument, i, q, st.ID)
+		case slots[q] != nil:
+			return fmt.Errorf("%w: states[%d]: %s listed twice", snapshotfmt.ErrInvalidArgument, i, q)
+		}
+		ids[st.ID] = true
+		st.Entries = 0
+		sl := &stateSlot{st: st}
+		slots[q] = sl
+		*order = append(*order, sl)
+	}
+	return nil
+}
+
+// ParseStatesFile reads a states table: a JSON array of states, or an
+// object with a "states" array (a manifest or an export's metadata).
+func ParseStatesFile(data []byte) ([]snapshotfmt.State, error) {
+	var arr []snapshotfmt.State
+	if err := json.Unmarshal(data, &arr); err == nil {
+		return arr, nil
+	}
+	var obj struct {
+		States []snapshotfmt.State `json:"states"`
+	}
+	if err := json.Unmarshal(data, &obj); err != nil || obj.States == nil {
+		return nil, fmt.Errorf("%w: states file: want a JSON array of {step, name, kind, key_codec, sub_key_codec, value_codec} or an object with \"states\"", snapshotfmt.ErrInvalidArgument)
+	}
+	return obj.States, nil
+}
+
+func slotNames(order []*stateSlot) string {
+	names := make([]string, len(order))
+	for i, s := range order {
+		names[i] = s.st.QualifiedName()
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// describeKey names an entry for a message: STATE key=... [sub_key=...].
+func describeKey(enc []byte, byID map[uint16]snapshotfmt.State) string {
+	dk, err := snapshotfmt.DecodeKey(enc)
+	if err != nil {
+		return hex.EncodeToString(enc)
+	}
+	s := fmt.Sprintf("%s key=%s", byID[dk.State].QualifiedName(), printable(dk.Key))
+	if byID[dk.State].Kind == snapshotfmt.KindMap {
+		s += " sub_key=" + printable(dk.SubKey)
+	}
+	return s
+}
+
+func printable(b []byte) string {
+	if utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return fmt.Sprintf("%q", b)
+	}
+	return "0x" + hex.EncodeToString(b)
+}
+
+// checkSchema names every missing or mistyped column ("" when fine). The
+// step and state columns may come from the Hive path instead.
+func checkSchema(cols map[string]colInfo, hive map[string]string) string {
+	var bad []string
+	need := func(name string, classes ...string) {
+		ci, ok := cols[name]
+		if !ok {
+			if _, inPath := hive[name]; inPath && (name == "step" || name == "state") {
+				return
+			}
+			bad = append(bad, "missing column "+name)
+			return
+		}
+		for _, c := range classes {
+			if ci.class == c {
+				return
+			}
+		}
+		hint := ""
+		if ci.class == classString && classes[0] == classBinary {
+			hint = " (cast it to binary)"
+		}
+		bad = append(bad, fmt.Sprintf("column %s is %s, want %s%s", name, ci.desc, strings.Join(classes, " or "), hint))
+	}
+	need("step", classString, classBinary)
+	need("state", classString, classBinary)
+	need("key", classBinary)
+	need("value", classBinary)
+	if _, ok := cols["sub_key"]; ok {
+		need("sub_key", classBinary)
+	}
+	return strings.Join(bad, "; ")
+}

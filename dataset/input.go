@@ -1,0 +1,402 @@
+package dataset
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/ipc"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// Column classes an import accepts.
+const (
+	classBinary = "binary"
+	classString = "string"
+	classInt    = "integer"
+	classOther  = "other"
+)
+
+// colInfo describes one top-level column of an input file.
+type colInfo struct {
+	class string
+	desc  string // the type as the file states it, for messages
+}
+
+// cell is one column's value in a row.
+type cell struct {
+	b    []byte
+	i    int64
+	null bool
+}
+
+// part is one input file.
+type part interface {
+	path() string
+	columns() map[string]colInfo
+	meta() map[string]string
+	// rowCount is the number of rows if the file says (else -1).
+	rowCount() int64
+	// scan calls fn for every row with the cells of cols (which must exist),
+	// valid only during the call.
+	scan(ctx context.Context, cols []string, fn func([]cell) error) error
+	close()
+}
+
+// inputFile is one data file of a dataset with its Hive partition values.
+type inputFile struct {
+	path  string
+	hive  map[string]string
+	order []string // hive keys in path order
+}
+
+// listInputs returns the data files of a dataset path: the file itself, or
+// every regular file under the directory whose name does not start with _
+// or . (the convention pyarrow and Spark follow), in path order.
+func listInputs(p string) ([]inputFile, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: dataset %s does not exist", snapshotfmt.ErrNotFound, p)
+		}
+		return nil, fmt.Errorf("dataset %s: %w", p, err)
+	}
+	if !st.IsDir() {
+		return []inputFile{{path: p}}, nil
+	}
+	var out []inputFile
+	err = filepath.WalkDir(p, func(q string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := e.Name()
+		if q != p && (strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".")) {
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(p, filepath.Dir(q))
+		in := inputFile{path: q, hive: map[string]string{}}
+		if rel != "." {
+			for _, seg := range strings.Split(filepath.ToSlash(rel), "/") {
+				k, v, ok := strings.Cut(seg, "=")
+				if !ok {
+					continue
+				}
+				if uv, err := url.PathUnescape(v); err == nil {
+					v = uv
+				}
+				in.hive[k] = v
+				in.order = append(in.order, k)
+			}
+		}
+		out = append(out, in)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list dataset %s: %w", p, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: dataset directory %s holds no data files", snapshotfmt.ErrInvalidArgument, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
+	return out, nil
+}
+
+// openPart opens one input file, telling Parquet from Arrow IPC by its
+// magic bytes.
+func openPart(p string) (part, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	size := st.Size()
+	if size == 0 {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is empty: not a Parquet or Arrow IPC file", snapshotfmt.ErrCorrupt, p)
+	}
+	head := make([]byte, 8)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	var pt part
+	switch {
+	case bytes.HasPrefix(head, []byte("PAR1")):
+		pt, err = openParquet(f, size)
+	case bytes.HasPrefix(head, []byte("ARROW1")):
+		pt, err = openArrow(f)
+	default:
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is not a Parquet or Arrow IPC file (it starts with %q%s)", snapshotfmt.ErrCorrupt, p, head, looksLike(head))
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return pt, nil
+}
+
+func looksLike(head []byte) string {
+	if bytes.IndexByte(head, ',') >= 0 || bytes.IndexByte(head, '\t') >= 0 {
+		return "; it looks like CSV text"
+	}
+	if len(head) > 0 && (head[0] == '{' || head[0] == '[') {
+		return "; it looks like JSON"
+	}
+	return ""
+}
+
+// corrupt turns a panic inside a decoder of foreign bytes into ErrCorrupt.
+func corrupt(what string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %s: the decoder failed on damaged data: %v", snapshotfmt.ErrCorrupt, what, r)
+	}
+}
+
+// ---- Parquet ----
+
+type parquetPart struct {
+	f    *os.File
+	pf   *parquet.File
+	cols map[string]colInfo
+	md   map[string]string
+}
+
+func openParquet(f *os.File, size int64) (pt *parquetPart, err error) {
+	defer corrupt("parquet footer", &err)
+	pf, err := parquet.OpenFile(f, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return nil, fmt.Errorf("%w: not a readable Parquet file (truncated or damaged?): %v", snapshotfmt.ErrCorrupt, err)
+	}
+	pt = &parquetPart{f: f, pf: pf, cols: map[string]colInfo{}, md: map[string]string{}}
+	for _, kv := range pf.Metadata().KeyValueMetadata {
+		pt.md[kv.Key] = kv.Value
+	}
+	for _, fl := range pf.Schema().Fields() {
+		pt.cols[fl.Name()] = parquetColInfo(fl)
+	}
+	return pt, nil
+}
+
+func parquetColInfo(n parquet.Node) colInfo {
+	if !n.Leaf() {
+		return colInfo{class: classOther, desc: "a group"}
+	}
+	if n.Repeated() {
+		return colInfo{class: classOther, desc: "a repeated " + n.Type().String()}
+	}
+	t := n.Type()
+	lt := t.LogicalType()
+	switch t.Kind() {
+	case parquet.ByteArray:
+		if lt != nil {
+			switch lt.Value.(type) {
+			case *format.StringType, *format.EnumType, *format.JsonType:
+				return colInfo{class: classString, desc: "string (" + t.String() + ")"}
+			}
+		}
+		if ct := t.ConvertedType(); ct != nil && *ct == deprecated.UTF8 {
+			return colInfo{class: classString, desc: "string (" + t.String() + ")"}
+		}
+		return colInfo{class: classBinary, desc: "binary"}
+	case parquet.Int32, parquet.Int64:
+		return colInfo{class: classInt, desc: t.String()}
+	}
+	return colInfo{class: classOther, desc: t.String()}
+}
+
+func (p *parquetPart) path() string                { return p.f.Name() }
+func (p *parquetPart) columns() map[string]colInfo { return p.cols }
+func (p *parquetPart) meta() map[string]string     { return p.md }
+func (p *parquetPart) rowCount() int64             { return p.pf.NumRows() }
+func (p *parquetPart) close()                      { p.f.Close() }
+
+func (p *parquetPart) scan(ctx context.Context, cols []string, fn func([]cell) error) (err error) {
+	defer corrupt(p.f.Name(), &err)
+	idx := map[int]int{} // leaf index -> position in cols
+	for i, c := range cols {
+		lc, ok := p.pf.Schema().Lookup(c)
+		if !ok {
+			return fmt.Errorf("%w: %s: no column %s", snapshotfmt.ErrInvalidArgument, p.f.Name(), c)
+		}
+		idx[lc.ColumnIndex] = i
+	}
+	cells := make([]cell, len(cols))
+	buf := make([]parquet.Row, 512)
+	for _, rg := range p.pf.RowGroups() {
+		rows := rg.Rows()
+		for {
+			n, rerr := rows.ReadRows(buf)
+			for _, row := range buf[:n] {
+				for i := range cells {
+					cells[i] = cell{null: true}
+				}
+				for _, v := range row {
+					i, ok := idx[v.Column()]
+					if !ok || v.IsNull() {
+						continue
+					}
+					switch v.Kind() {
+					case parquet.ByteArray, parquet.FixedLenByteArray:
+						cells[i] = cell{b: v.ByteArray()}
+					case parquet.Int32:
+						cells[i] = cell{i: int64(v.Int32())}
+					case parquet.Int64:
+						cells[i] = cell{i: v.Int64()}
+					}
+				}
+				if err := fn(cells); err != nil {
+					rows.Close()
+					return err
+				}
+			}
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				rows.Close()
+				return fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, p.f.Name(), rerr)
+			}
+			if err := ctx.Err(); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, p.f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// ---- Arrow IPC ----
+
+type arrowPart struct {
+	f    *os.File
+	r    *ipc.FileReader
+	cols map[string]colInfo
+	md   map[string]string
+}
+
+func openArrow(f *os.File) (ap *arrowPart, err error) {
+	defer corrupt("arrow footer", &err)
+	r, err := ipc.NewFileReader(f, ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return nil, fmt.Errorf("%w: not a readable Arrow IPC file (truncated or damaged?): %v", snapshotfmt.ErrCorrupt, err)
+	}
+	ap = &arrowPart{f: f, r: r, cols: map[string]colInfo{}, md: r.Schema().Metadata().ToMap()}
+	for _, fl := range r.Schema().Fields() {
+		ap.cols[fl.Name] = arrowColInfo(fl.Type)
+	}
+	return ap, nil
+}
+
+func arrowColInfo(t arrow.DataType) colInfo {
+	switch t.ID() {
+	case arrow.BINARY, arrow.LARGE_BINARY:
+		return colInfo{class: classBinary, desc: t.String()}
+	case arrow.STRING, arrow.LARGE_STRING:
+		return colInfo{class: classString, desc: t.String()}
+	case arrow.INT32, arrow.INT64, arrow.UINT32:
+		return colInfo{class: classInt, desc: t.String()}
+	case arrow.DICTIONARY:
+		in := arrowColInfo(t.(*arrow.DictionaryType).ValueType)
+		in.desc = t.String()
+		return in
+	}
+	return colInfo{class: classOther, desc: t.String()}
+}
+
+func (a *arrowPart) path() string                { return a.f.Name() }
+func (a *arrowPart) columns() map[string]colInfo { return a.cols }
+func (a *arrowPart) meta() map[string]string     { return a.md }
+func (a *arrowPart) rowCount() int64             { return -1 }
+func (a *arrowPart) close()                      { a.r.Close(); a.f.Close() }
+
+func (a *arrowPart) scan(ctx context.Context, cols []string, fn func([]cell) error) (err error) {
+	defer corrupt(a.f.Name(), &err)
+	idx := make([]int, len(cols))
+	for i, c := range cols {
+		fs := a.r.Schema().FieldIndices(c)
+		if len(fs) == 0 {
+			return fmt.Errorf("%w: %s: no column %s", snapshotfmt.ErrInvalidArgument, a.f.Name(), c)
+		}
+		idx[i] = fs[0]
+	}
+	cells := make([]cell, len(cols))
+	for i := 0; i < a.r.NumRecords(); i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := a.r.RecordAt(i)
+		if err != nil {
+			return fmt.Errorf("%w: %s: record batch %d: %v", snapshotfmt.ErrCorrupt, a.f.Name(), i, err)
+		}
+		if err := scanRecord(rec, idx, cells, fn); err != nil {
+			rec.Release()
+			return err
+		}
+		rec.Release()
+	}
+	return nil
+}
+
+func scanRecord(rec arrow.Record, idx []int, cells []cell, fn func([]cell) error) error {
+	for r := 0; r < int(rec.NumRows()); r++ {
+		for i, ci := range idx {
+			cells[i] = arrowCell(rec.Column(ci), r)
+		}
+		if err := fn(cells); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func arrowCell(col arrow.Array, r int) cell {
+	if col.IsNull(r) {
+		return cell{null: true}
+	}
+	switch a := col.(type) {
+	case *array.Binary:
+		return cell{b: a.Value(r)}
+	case *array.LargeBinary:
+		return cell{b: a.Value(r)}
+	case *array.String:
+		return cell{b: []byte(a.Value(r))}
+	case *array.LargeString:
+		return cell{b: []byte(a.Value(r))}
+	case *array.Int32:
+		return cell{i: int64(a.Value(r))}
+	case *array.Int64:
+		return cell{i: a.Value(r)}
+	case *array.Uint32:
+		return cell{i: int64(a.Value(r))}
+	case *array.Dictionary:
+		return arrowCell(a.Dictionary(), a.GetValueIndex(r))
+	}
+	return cell{null: true}
+}
