@@ -236,7 +236,10 @@ func (s *Stage) Publish() error {
 		}
 	}
 	if old == "" {
-		if err := os.Rename(s.dir, s.target); err != nil {
+		// rename(2) itself, not os.Rename: the target may be an empty
+		// directory, which rename(2) replaces atomically but os.Rename
+		// refuses.
+		if err := unix.Renameat(unix.AT_FDCWD, s.dir, unix.AT_FDCWD, s.target); err != nil {
 			return fmt.Errorf("publish %s: %w", s.target, err)
 		}
 	}
