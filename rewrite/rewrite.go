@@ -158,10 +158,6 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			return nil, err
 		}
 	}
-	if opts.OnPlan != nil {
-		opts.OnPlan(p)
-	}
-
 	note := opts.Note
 	var edits []string
 	for _, d := range dropped {
@@ -183,6 +179,9 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	}, writer.Options{FileSize: opts.FileSize, Force: opts.Force, Compression: opts.Compression})
 	if err != nil {
 		return nil, err
+	}
+	if opts.OnPlan != nil {
+		opts.OnPlan(p)
 	}
 	prog := progress.OrNop(opts.Progress)
 	s, err := newSource(src, opts.Source, prog)

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rebucket/rebucket/internal/units"
+	"github.com/rebucket/rebucket/plan"
+	"github.com/rebucket/rebucket/rewrite"
+	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/verify"
+)
+
+func init() { registerCommand(newRewriteCommand) }
+
+type rewriteOptions struct {
+	buckets, parallelism      int
+	out, mapping, memory, tmp string
+	fileSize, note            string
+	force, noVerify           bool
+	dropStates, renameStates  []string
+}
+
+func newRewriteCommand(g *globalOptions) *cobra.Command {
+	o := &rewriteOptions{}
+	cmd := &cobra.Command{
+		Use:   "rewrite SOURCE --buckets M --out TARGET [flags]",
+		Short: "Rewrite a snapshot into a new bucket count (and mapping)",
+		Long: `rewrite reads every entry of SOURCE, rehashes it into M buckets (under the
+target mapping, by default the source's), and writes TARGET as a complete
+snapshot, published atomically. Per-worker state, the states table and codec
+hints are carried unchanged; a lineage record is appended.
+
+The strategy comes from the plan and is printed first:
+  split    same mapping, M a multiple of N: each old bucket is streamed once
+  merge    range to range, or mod to mod with N a multiple of M: a streaming
+           merge of the few old buckets that feed each new one
+  shuffle  anything else: owners sort within --memory, spilling sorted runs
+           to --tmp (default: beside TARGET), removed at the end
+
+Peak memory stays within --memory plus a fixed overhead of about 96 MiB.
+SOURCE is only read. TARGET must not exist or be empty (else --force, which
+replaces it only once the new one is complete). Free disk at TARGET and
+--tmp is checked against the plan's estimate first. Ctrl-C removes every
+temporary and spill file and leaves no TARGET.
+
+Unless --no-verify, the output is then proved equal to SOURCE (the multiset of
+entries and the per-worker state, every entry in the bucket its key hashes
+to); with --drop-state or --rename-state, TARGET is checked on its own.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRewrite(cmd, g, o, args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.buckets, "buckets", 0, "target bucket count M (1..65536)")
+	f.StringVar(&o.out, "out", "", "TARGET directory (must not exist, or be empty)")
+	_ = cmd.MarkFlagRequired("buckets")
+	_ = cmd.MarkFlagRequired("out")
+	f.StringVar(&o.mapping, "mapping", "", "target mapping: mod or range (default: the source's)")
+	f.IntVar(&o.parallelism, "parallelism", 0, "concurrent tasks (default: the number of CPUs)")
+	f.StringVar(&o.memory, "memory", "", "memory budget, e.g. 4GiB (default: a quarter of physical memory)")
+	f.StringVar(&o.tmp, "tmp", "", "directory for spill files (default: TARGET's parent)")
+	f.StringVar(&o.fileSize, "file-size", "128MiB", "target data file size")
+	f.StringVar(&o.note, "note", "", "note recorded in the lineage")
+	f.BoolVar(&o.force, "force", false, "replace a non-empty TARGET once the new snapshot is complete")
+	f.BoolVar(&o.noVerify, "no-verify", false, "skip proving the output against SOURCE")
+	f.StringArrayVar(&o.dropStates, "drop-state", nil, "leave out state STEP/NAME (repeatable; recorded in the lineage)")
+	f.StringArrayVar(&o.renameStates, "rename-state", nil, "rename state STEP/OLD=NEW (repeatable; recorded in the lineage)")
+	return cmd
+}
+
+// rewriteReport is the --json document.
+type rewriteReport struct {
+	Rewrite      *rewrite.Summary    `json:"rewrite"`
+	Verification verificationSummary `json:"verification"`
+}
+
+type verificationSummary struct {
+	// Checked is "equality" (TARGET proved equal to SOURCE), "integrity"
+	// (TARGET checked alone, when states were dropped or renamed) or
+	// "skipped".
+	Checked  string         `json:"checked"`
+	Verified bool           `json:"verified"`
+	Detail   string         `json:"detail"`
+	Errors   int            `json:"errors"`
+	ByKind   map[string]int `json:"by_kind,omitempty"`
+	Seconds  float64        `json:"elapsed_seconds"`
+}
+
+func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source string) error {
+	opts := rewrite.Options{
+		Source: source, Target: o.out, Parallelism: o.parallelism, TmpDir: o.tmp, Force: o.force,
+		Note: o.note, Tool: toolName(), DropStates: o.dropStates, RenameStates: o.renameStates,
+		Progress: newProgress(cmd, g),
+	}
+	if o.buckets < snapshotfmt.MinBuckets || o.buckets > snapshotfmt.MaxBuckets {
+		return usagef(fmt.Errorf("--buckets %d: want %d..%d", o.buckets, snapshotfmt.MinBuckets, snapshotfmt.MaxBuckets))
+	}
+	opts.To.Buckets = uint32(o.buckets)
+	if o.mapping != "" {
+		mp, err := snapshotfmt.ParseMapping(o.mapping)
+		if err != nil {
+			return usagef(err)
+		}
+		opts.To.Mapping = mp
+	}
+	if o.parallelism < 0 {
+		return usagef(fmt.Errorf("--parallelism %d: want at least 1", o.parallelism))
+	}
+	var err error
+	if o.memory != "" {
+		if opts.Memory, err = units.ParseBytes(o.memory); err != nil || opts.Memory <= 0 {
+			return usagef(fmt.Errorf("--memory %q: want a size such as 4GiB", o.memory))
+		}
+	}
+	if opts.FileSize, err = units.ParseBytes(o.fileSize); err != nil || opts.FileSize <= 0 {
+		return usagef(fmt.Errorf("--file-size %q: want a size such as 128MiB", o.fileSize))
+	}
+	out := cmd.OutOrStdout()
+	if !g.JSON {
+		opts.OnPlan = func(p plan.RewritePlan) { printRewritePlan(out, p) }
+	}
+	ctx := cmd.Context()
+	sum, err := rewrite.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if o.buckets > snapshotfmt.WarnBuckets && !g.JSON {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d buckets is above %d: every tool and the job pay a per-bucket bookkeeping cost\n", o.buckets, snapshotfmt.WarnBuckets)
+	}
+	if !g.JSON {
+		fmt.Fprintf(out, "rewrote %s -> %s: %s entries, %s, %s %s/%d -> %s/%d in %s (%s)\n",
+			source, o.out, units.Count(sum.Entries), units.Bytes(sum.SourceBytes), sum.Strategy,
+			sum.From.Mapping, sum.From.Buckets, sum.To.Mapping, sum.To.Buckets,
+			units.Duration(sum.Elapsed), units.Rate(sum.SourceBytes, sum.Elapsed))
+		if sum.SpilledRuns > 0 {
+			fmt.Fprintf(out, "spilled %s in %d sorted runs (removed)\n", units.Bytes(sum.SpilledBytes), sum.SpilledRuns)
+		}
+		for _, p := range sum.StaleRemoved {
+			fmt.Fprintf(out, "removed the temporary directory of a dead run: %s\n", p)
+		}
+	}
+	vs, verr := verifyRewrite(ctx, cmd, g, o, source, sum)
+	if g.JSON {
+		if err := writeJSON(out, rewriteReport{Rewrite: sum, Verification: vs}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(out, vs.Detail)
+	}
+	if verr != nil {
+		return verr
+	}
+	if vs.Errors > 0 {
+		return silentError{ErrFindings}
+	}
+	return nil
+}
+
+func printRewritePlan(w io.Writer, p plan.RewritePlan) {
+	fmt.Fprintf(w, "plan: %s, %s/%d -> %s/%d: %s\n", p.Strategy, p.From.Mapping, p.From.Buckets, p.To.Mapping, p.To.Buckets, p.Reason)
+	fmt.Fprintf(w, "      read %s, write about %s", units.Bytes(p.ReadBytes), units.Bytes(p.WriteBytes))
+	if p.SpillBytes > 0 {
+		fmt.Fprintf(w, ", spill about %s (at most %s at once)", units.Bytes(p.SpillBytes), units.Bytes(p.TmpDiskBytes))
+	}
+	fmt.Fprintf(w, "; memory budget %s, expected peak %s\n", units.Bytes(p.Memory), units.Bytes(p.PeakMemory))
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(w, "      warning: %s\n", warn)
+	}
+}
+
+// verifyRewrite proves the output: equality with the source, or, when
+// states were dropped or renamed (so equality cannot hold), the target's
+// integrity alone. Findings stream to stderr (human) or stdout (--json).
+func verifyRewrite(ctx context.Context, cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source string, sum *rewrite.Summary) (verificationSummary, error) {
+	if o.noVerify {
+		return verificationSummary{Checked: "skipped", Detail: "verification skipped (--no-verify): the output was not read back"}, nil
+	}
+	sinkW := cmd.ErrOrStderr()
+	if g.JSON {
+		sinkW = cmd.OutOrStdout()
+	}
+	sink := streamer(sinkW, g)
+	start := time.Now()
+	byKind := func(m map[verify.Kind]int) map[string]int {
+		out := map[string]int{}
+		for k, n := range m {
+			out[string(k)] = n
+		}
+		return out
+	}
+	if len(o.dropStates) > 0 || len(o.renameStates) > 0 {
+		cs, err := verify.Check(ctx, o.out, verify.Options{Deep: verify.DeepOn, Parallelism: o.parallelism, Progress: newProgress(cmd, g)}, sink)
+		if err != nil {
+			return verificationSummary{Checked: "integrity", Detail: "verification could not run: " + err.Error()}, err
+		}
+		vs := verificationSummary{Checked: "integrity", Verified: cs.Verified, Errors: cs.Errors, ByKind: byKind(cs.ByKind), Seconds: time.Since(start).Seconds()}
+		if cs.Verified {
+			vs.Detail = fmt.Sprintf("verified in %s: TARGET's manifest, %d files' checksums, order and placement of %s entries, stats (states were dropped or renamed, so equality with SOURCE was not checked)",
+				units.Duration(time.Since(start)), cs.DataFiles, units.Count(cs.Entries))
+		} else {
+			vs.Detail = fmt.Sprintf("verification FAILED: %d errors (%s)", cs.Errors, kindCounts(cs.ByKind))
+		}
+		return vs, nil
+	}
+	es, err := verify.Equal(ctx, o.out, source, verify.EqualOptions{Parallelism: o.parallelism, Progress: newProgress(cmd, g)}, sink)
+	if err != nil {
+		return verificationSummary{Checked: "equality", Detail: "verification could not run: " + err.Error()}, err
+	}
+	vs := verificationSummary{Checked: "equality", Verified: es.Equal, Errors: es.Errors, ByKind: byKind(es.ByKind), Seconds: time.Since(start).Seconds()}
+	if es.Equal {
+		vs.Detail = fmt.Sprintf("verified in %s: TARGET holds exactly SOURCE's %s entries (fingerprints of %d buckets), every entry in the bucket its key hashes to, and the same per-worker state (%d states)",
+			units.Duration(time.Since(start)), units.Count(es.TargetEntries), es.Buckets, es.WorkerStates)
+	} else {
+		vs.Detail = fmt.Sprintf("verification FAILED: TARGET differs from SOURCE: %d errors (%s)", es.Errors, kindCounts(es.ByKind))
+	}
+	return vs, nil
+}
