@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/rebucket/rebucket/fixtures"
+	"github.com/rebucket/rebucket/reader"
+	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/writer"
+)
+
+// runCLI runs the root command into buffers: stdout, stderr, exit code.
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx := context.Background()
+	root := newRootCommand()
+	var out, errb bytes.Buffer
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		errb.WriteString("rebucket: " + err.Error() + "\n")
+	}
+	return out.String(), errb.String(), exitCode(ctx, err)
+}
+
+func genRewriteSource(t *testing.T, dir string, keys int) string {
+	t.Helper()
+	p := filepath.Join(dir, "src")
+	if _, err := fixtures.Generate(context.Background(), p, fixtures.Spec{Buckets: 8, Keys: keys}, writer.Options{FileSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func dirHash(t *testing.T, dir string) string {
+	t.Helper()
+	h := xxh3.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		h.WriteString(p + "\n")
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snapshotfmt.Sum128Hex(h.Sum128())
+}
+
+func TestRewriteCommand(t *testing.T) {
+	tmp := t.TempDir()
+	src := genRewriteSource(t, tmp, 500)
+	dst := filepath.Join(tmp, "dst")
+
+	out, errOut, code := runCLI(t, "rewrite", src, "--buckets", "64", "--out", dst)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	for _, want := range []string{"plan: split, mod/8 -> mod/64", "rewrote ", "verified in", "exactly SOURCE's"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+	s, err := reader.Open(dst, reader.Options{})
+	if err != nil || s.Manifest().Partitioning.Buckets != 64 {
+		t.Fatalf("target: %v", err)
+	}
+
+	// The same target again is refused (exit 3) without printing a plan.
+	out, _, code = runCLI(t, "rewrite", src, "--buckets", "64", "--out", dst)
+	if code != exitRefused || strings.Contains(out, "plan:") {
+		t.Fatalf("existing target: exit %d, %s", code, out)
+	}
+
+	// --json: one document with the summary and what was checked.
+	dst2 := filepath.Join(tmp, "dst2")
+	out, errOut, code = runCLI(t, "--json", "rewrite", src, "--buckets", "13", "--mapping", "range", "--memory", "1MiB", "--out", dst2)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	var rep struct {
+		Rewrite struct {
+			Strategy string  `json:"strategy"`
+			Entries  uint64  `json:"entries"`
+			Seconds  float64 `json:"elapsed_seconds"`
+			Plan     struct {
+				Strategy string `json:"strategy"`
+			} `json:"plan"`
+		} `json:"rewrite"`
+		Verification struct {
+			Checked  string `json:"checked"`
+			Verified bool   `json:"verified"`
+		} `json:"verification"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out)
+	}
+	if rep.Rewrite.Strategy != "shuffle" || rep.Rewrite.Plan.Strategy != "shuffle" || rep.Rewrite.Entries == 0 ||
+		rep.Verification.Checked != "equality" || !rep.Verification.Verified {
+		t.Fatalf("report %+v", rep)
+	}
+
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no verify", []string{"rewrite", src, "--buckets", "4", "--out", filepath.Join(tmp, "d3"), "--no-verify"}, exitOK, "verification skipped"},
+		{"drop state", []string{"rewrite", src, "--buckets", "4", "--out", filepath.Join(tmp, "d4"), "--drop-state", "window/events", "--rename-state", "count/per_user=per_key"}, exitOK, "equality with SOURCE was not checked"},
+		{"bad buckets", []string{"rewrite", src, "--buckets", "0", "--out", filepath.Join(tmp, "d5")}, exitUsage, "--buckets"},
+		{"bad mapping", []string{"rewrite", src, "--buckets", "4", "--mapping", "hash", "--out", filepath.Join(tmp, "d6")}, exitUsage, "mapping"},
+		{"bad memory", []string{"rewrite", src, "--buckets", "4", "--memory", "lots", "--out", filepath.Join(tmp, "d7")}, exitUsage, "--memory"},
+		{"unknown state", []string{"rewrite", src, "--buckets", "4", "--drop-state", "a/b", "--out", filepath.Join(tmp, "d8")}, exitUsage, "no such state"},
+		{"target in source", []string{"rewrite", src, "--buckets", "4", "--out", filepath.Join(src, "x")}, exitRefused, "inside the source"},
+		{"not a snapshot", []string{"rewrite", tmp, "--buckets", "4", "--out", filepath.Join(tmp, "d9")}, exitUsage, "MANIFEST"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, c.args...)
+			if code != c.code || !strings.Contains(out+errOut, c.want) {
+				t.Fatalf("exit %d (want %d), output lacks %q:\n%s%s", code, c.code, c.want, out, errOut)
+			}
+		})
+	}
+}
+
+func TestSplitCommand(t *testing.T) {
+	tmp := t.TempDir()
+	src := genRewriteSource(t, tmp, 300)
+	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	out, errOut, code := runCLI(t, "split", src, "--out", a, "--out", b, "--by", "state=count/per_user")
+	if code != exitOK || !strings.Contains(out, "by state=count/per_user") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	sa, err := reader.Open(a, reader.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := reader.Open(b, reader.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, _ := reader.Open(src, reader.Options{})
+	if sa.Manifest().TotalEntries() != 300 || sa.Manifest().TotalEntries()+sb.Manifest().TotalEntries() != ss.Manifest().TotalEntries() {
+		t.Fatalf("entries %d + %d of %d", sa.Manifest().TotalEntries(), sb.Manifest().TotalEntries(), ss.Manifest().TotalEntries())
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"split", src, "--out", filepath.Join(tmp, "x"), "--by", "buckets=0-1"}, exitUsage},
+		{[]string{"split", src, "--out", filepath.Join(tmp, "x"), "--out", filepath.Join(tmp, "y"), "--by", "color=red"}, exitUsage},
+		{[]string{"split", src, "--out", a, "--out", filepath.Join(tmp, "y"), "--by", "buckets=0-1"}, exitRefused},
+	} {
+		if _, _, code := runCLI(t, c.args...); code != c.code {
+			t.Errorf("%v: exit %d, want %d", c.args, code, c.code)
+		}
+	}
+}
+
+// TestRewriteSIGINT runs the built binary and interrupts it mid-run: exit
+// 130, no target, no temporary or spill files, the source unchanged.
+func TestRewriteSIGINT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "rebucket")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	src := genRewriteSource(t, tmp, 60000)
+	before := dirHash(t, src)
+	work := filepath.Join(tmp, "work")
+	spill := filepath.Join(tmp, "spill")
+	for _, d := range []string{work, spill} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := filepath.Join(work, "dst")
+	cmd := exec.Command(bin, "rewrite", src, "--buckets", "13", "--out", dst, "--memory", "1MiB", "--parallelism", "1", "--tmp", spill)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the run is under way (its temporary directory exists).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ents, _ := os.ReadDir(work)
+		if len(ents) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit: %v (want %d); output:\n%s", err, exitInterrupted, out.String())
+	}
+	for _, d := range []string{work, spill} {
+		if ents, _ := os.ReadDir(d); len(ents) != 0 {
+			t.Fatalf("%s holds %v after the interrupt", d, ents[0].Name())
+		}
+	}
+	if dirHash(t, src) != before {
+		t.Fatal("source changed")
+	}
+}
