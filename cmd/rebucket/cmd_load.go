@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rebucket/rebucket/internal/units"
+	"github.com/rebucket/rebucket/reader"
+	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/writer"
+)
+
+func init() { registerCommand(newLoadCommand) }
+
+type loadOptions struct {
+	width       int
+	into        string
+	onExcess    string
+	workers     []int
+	force       bool
+	parallelism int
+}
+
+func newLoadCommand(g *globalOptions) *cobra.Command {
+	o := &loadOptions{}
+	cmd := &cobra.Command{
+		Use:   "load SNAPSHOT --width W --into DIR [--on-excess reject|cap|idle] [--workers LIST]",
+		Short: "Build each worker's local Pebble store from a snapshot, as a restarting job would",
+		Long: `load deals the snapshot's buckets to W workers (worker i owns buckets
+ceil(i*N/W)..ceil((i+1)*N/W)-1) and builds, for each, DIR/worker-NNNN with:
+
+  store/   a Pebble (pebble/v2) store holding exactly the worker's entries:
+           data files wholly inside its range are ingested as files (linked
+           or copied first; the snapshot is never handed to Pebble), files
+           that straddle ranges are clipped (their in-range entries rewritten
+           into a new table, then ingested);
+  state/   its per-worker states after redistribution (split: round-robin,
+           union: all items, broadcast: the one copy), a file per state.
+
+It then reads every store back and checks that together they hold every
+entry exactly once, each in the worker owning its bucket. DIR is built in a
+temporary directory beside it and published by rename.
+
+Above the bucket count N, --on-excess decides: reject (default) refuses,
+naming the ceiling and the rewrite that raises it; cap loads N workers; idle
+creates W workers, the surplus empty, and lists them.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLoad(cmd, g, o, args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.width, "width", 0, "number of workers W of the start")
+	f.StringVar(&o.into, "into", "", "directory to build the worker stores in (must not exist, or be empty)")
+	f.StringVar(&o.onExcess, "on-excess", "reject", "a width above the bucket count: reject, cap or idle")
+	f.IntSliceVar(&o.workers, "workers", nil, "build only these workers (comma-separated indexes; default all)")
+	f.BoolVar(&o.force, "force", false, "replace a non-empty --into once the new one is complete")
+	f.IntVar(&o.parallelism, "parallelism", 0, "workers built at once (default: the number of cores)")
+	_ = cmd.MarkFlagRequired("width")
+	_ = cmd.MarkFlagRequired("into")
+	return cmd
+}
+
+// LoadRecordName is the file in DIR describing the load, for the job.
+const loadRecordName = "LOAD.json"
+
+type loadWorker struct {
+	reader.StoreStats
+	Dir          string `json:"dir"`
+	StoreEntries uint64 `json:"store_entries"`
+	Outside      uint64 `json:"store_entries_outside_range"`
+}
+
+type loadReport struct {
+	Snapshot     string                   `json:"snapshot"`
+	Into         string                   `json:"into"`
+	Partitioning snapshotfmt.Partitioning `json:"partitioning"`
+	Assignment   reader.Assignment        `json:"assignment"`
+	Workers      []loadWorker             `json:"workers"`
+	Entries      uint64                   `json:"entries_expected"`
+	StoreEntries uint64                   `json:"entries_in_stores"`
+	Complete     bool                     `json:"complete"` // every worker was built
+	Verified     bool                     `json:"verified"`
+	IngestTime   time.Duration            `json:"ingest_ns"`
+	PrepareTime  time.Duration            `json:"prepare_ns"`
+	RewriteTime  time.Duration            `json:"rewrite_ns"`
+	BuildTime    time.Duration            `json:"build_ns"`
+	VerifyTime   time.Duration            `json:"verify_ns"`
+	Time         time.Duration            `json:"total_ns"`
+}
+
+func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	start := time.Now()
+	policy, err := reader.ParsePolicy(o.onExcess)
+	if err != nil {
+		return usagef(err)
+	}
+	if o.width < 1 {
+		return usagef(fmt.Errorf("--width %d: want at least 1", o.width))
+	}
+	s, err := reader.Open(src, reader.Options{})
+	if err != nil {
+		return err
+	}
+	l, err := s.NewLoader(o.width, policy)
+	if err != nil {
+		return err // ErrRefused under reject: exit 3
+	}
+	workers := o.workers
+	if len(workers) == 0 {
+		for i := 0; i < l.Width(); i++ {
+			workers = append(workers, i)
+		}
+	}
+	workers = slices.Clone(workers)
+	slices.Sort(workers)
+	workers = slices.Compact(workers)
+	for _, i := range workers {
+		if i < 0 || i >= l.Width() {
+			return usagef(fmt.Errorf("--workers: worker %d does not exist; this start has workers 0..%d", i, l.Width()-1))
+		}
+	}
+	stage, err := writer.Begin(o.into, o.force)
+	if err != nil {
+		return err
+	}
+	defer stage.Abort()
+	m := s.Manifest()
+	rep := loadReport{Snapshot: src, Into: stage.Target(), Partitioning: m.Partitioning, Assignment: l.Assignment(),
+		Workers: make([]loadWorker, len(workers)), Complete: len(workers) == l.Width()}
+
+	par := o.parallelism
+	if par < 1 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	prog := newProgress(cmd, g)
+	prog.Start(int64(len(workers)), "building worker stores")
+	buildStart := time.Now()
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(par)
+	for k, i := range workers {
+		eg.Go(func() error {
+			name := fmt.Sprintf("worker-%04d", i)
+			st, err := l.BuildStore(ectx, i, filepath.Join(stage.Dir(), name))
+			if err != nil {
+				return fmt.Errorf("worker %d: %w", i, err)
+			}
+			rep.Workers[k] = loadWorker{StoreStats: st, Dir: name}
+			prog.Add(1)
+			return nil
+		})
+	}
+	err = eg.Wait()
+	prog.Finish()
+	if err != nil {
+		return err
+	}
+	rep.BuildTime = time.Since(buildStart)
+
+	// Read every store back: together they must hold each entry once, in
+	// its owner's store.
+	verifyStart := time.Now()
+	eg, ectx = errgroup.WithContext(ctx)
+	eg.SetLimit(par)
+	for k := range rep.Workers {
+		eg.Go(func() error {
+			wk := &rep.Workers[k]
+			c, err := l.CheckStore(ectx, wk.Worker, filepath.Join(stage.Dir(), wk.Dir))
+			if err != nil {
+				return fmt.Errorf("worker %d: %w", wk.Worker, err)
+			}
+			wk.StoreEntries, wk.Outside = c.Entries, c.Outside
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return err
+	}
+	rep.VerifyTime = time.Since(verifyStart)
+	var bad []string
+	for _, wk := range rep.Workers {
+		rep.Entries += wk.Entries
+		rep.StoreEntries += wk.StoreEntries
+		rep.IngestTime += wk.IngestTime
+		rep.PrepareTime += wk.PrepareTime
+		rep.RewriteTime += wk.RewriteTime
+		if wk.StoreEntries != wk.Entries || wk.Outside != 0 {
+			bad = append(bad, fmt.Sprintf("worker %d holds %d entries (%d outside its buckets), the snapshot has %d in its buckets",
+				wk.Worker, wk.StoreEntries, wk.Outside, wk.Entries))
+		}
+	}
+	if rep.Complete && rep.Entries != m.TotalEntries() {
+		bad = append(bad, fmt.Sprintf("the workers' buckets hold %d entries, the snapshot %d", rep.Entries, m.TotalEntries()))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %v", reader.ErrLoadMismatch, bad)
+	}
+	rep.Verified = true
+	rep.Time = time.Since(start)
+	rec, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(stage.Dir(), loadRecordName), append(rec, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", loadRecordName, err)
+	}
+	if err := stage.Publish(); err != nil {
+		return err
+	}
+	rep.Time = time.Since(start)
+	if g.JSON {
+		return writeJSON(cmd.OutOrStdout(), rep)
+	}
+	renderLoadReport(cmd.OutOrStdout(), &rep)
+	return nil
+}
+
+func renderLoadReport(w io.Writer, r *loadReport) {
+	a := r.Assignment
+	fmt.Fprintf(w, "loaded %s into %s: %d buckets over %d workers", r.Snapshot, r.Into, a.Buckets, a.Width)
+	switch {
+	case a.Policy == reader.PolicyCap && a.Requested > a.Width:
+		fmt.Fprintf(w, " (asked for %d; --on-excess cap started %d, the bucket count)", a.Requested, a.Width)
+	case len(a.Idle) > 0:
+		fmt.Fprintf(w, " (--on-excess idle: %d own nothing: workers %s)", len(a.Idle), compactInts(a.Idle))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  %-7s %-13s %12s %10s %9s %9s %9s\n", "worker", "buckets", "entries", "bytes", "ingested", "rewritten", "time")
+	const maxRows = 64
+	for k, wk := range r.Workers {
+		if k == maxRows {
+			fmt.Fprintf(w, "  ... %d more workers (--json or %s lists all)\n", len(r.Workers)-maxRows, loadRecordName)
+			break
+		}
+		rng := "idle"
+		if wk.Owns {
+			rng = fmt.Sprintf("%d..%d", wk.BucketLo, wk.BucketHi)
+		}
+		fmt.Fprintf(w, "  w%-6d %-13s %12s %10s %9d %9d %9s\n", wk.Worker, rng, units.Count(wk.StoreEntries),
+			units.Bytes(int64(wk.Bytes)), wk.IngestedFiles, wk.RewrittenFiles, units.Duration(wk.Time))
+	}
+	fmt.Fprintf(w, "  build %s (summed over workers: link/copy and checksum %s, clip rewrite %s, Pebble ingest %s); read-back %s; total %s\n",
+		units.Duration(r.BuildTime), units.Duration(r.PrepareTime), units.Duration(r.RewriteTime), units.Duration(r.IngestTime),
+		units.Duration(r.VerifyTime), units.Duration(r.Time))
+	if r.Complete {
+		fmt.Fprintf(w, "  verified: the %d stores hold all %s entries exactly once, each in the worker owning its bucket\n", len(r.Workers), units.Count(r.StoreEntries))
+	} else {
+		fmt.Fprintf(w, "  verified: the %d stores built hold their %s entries exactly once (only --workers were built)\n", len(r.Workers), units.Count(r.StoreEntries))
+	}
+}
