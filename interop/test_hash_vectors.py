@@ -4,6 +4,7 @@ checksums, and the mappings, key encoding, item encoding and worker
 assignment re-implemented here from the text of FORMAT.md, not from the Go
 code. snapshotfmt/vectors_test.go checks the same lines against Go."""
 
+import json
 import pathlib
 import struct
 
@@ -150,3 +151,31 @@ def test_range_mapping_edges():
     for n in (1, 8, 1000, 65536):
         assert bucket_range(0, n) == 0
         assert bucket_range(2**64 - 1, n) == n - 1
+
+
+def _manifests():
+    out = [REPO_ROOT / "snapshotfmt" / "testdata" / "valid.json"]
+    out += sorted(p for p in REPO_ROOT.glob("**/testdata/**/MANIFEST.json") if ".venv" not in p.parts)
+    return out
+
+
+REPO_ROOT = FORMAT_MD.parent.parent
+
+
+@pytest.mark.parametrize("path", _manifests(), ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_manifest_self_checksum(path):
+    """FORMAT.md section 8: the self-checksum is XXH3-128 of the canonical
+    encoding (one-space indent, checksum empty, no trailing newline),
+    recomputed here with Python's json module."""
+    raw = path.read_bytes()
+    m = json.loads(raw)
+    want = m["checksum"]
+    m["checksum"] = ""
+    body = json.dumps(m, indent=1, ensure_ascii=False).encode("utf-8")
+    assert xxhash.xxh3_128_hexdigest(body) == want
+    # The file itself is the canonical encoding plus a newline.
+    m["checksum"] = want
+    assert (json.dumps(m, indent=1, ensure_ascii=False) + "\n").encode("utf-8") == raw
+    # And its partitioning is one this spec defines.
+    p = m["partitioning"]
+    assert p["hash"] == "xxh3-64" and p["mapping"] in ("mod", "range") and 1 <= p["buckets"] <= 65536
