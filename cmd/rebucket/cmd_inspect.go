@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -15,7 +16,8 @@ import (
 func init() { registerCommand(newInspectCommand) }
 
 func newInspectCommand(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var topKeys int
+	cmd := &cobra.Command{
 		Use:   "inspect SNAPSHOT",
 		Short: "Show a snapshot's partitioning, states, files, lineage and per-worker load",
 		Long: `inspect reads a snapshot's manifest (it does not scan the data; see verify)
@@ -24,9 +26,11 @@ with their kinds and entry counts, files, totals, lineage, the per-worker load
 at the width it was written, and a histogram of bucket sizes.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runInspect(cmd, g, args[0])
+			return runInspect(cmd, g, args[0], topKeys)
 		},
 	}
+	cmd.Flags().IntVar(&topKeys, "top-keys", 0, "also scan the data and name the K heaviest keys by bytes and their share of their bucket")
+	return cmd
 }
 
 // inspectReport is the --json document of inspect.
@@ -50,9 +54,10 @@ type inspectReport struct {
 	Histogram    []plan.Bin                `json:"bucket_size_histogram"`
 	BucketBytes  []uint64                  `json:"bucket_bytes"`
 	Warnings     []string                  `json:"warnings"`
+	HotKeys      *plan.HotKeys             `json:"hot_keys,omitempty"`
 }
 
-func runInspect(cmd *cobra.Command, g *globalOptions, dir string) error {
+func runInspect(cmd *cobra.Command, g *globalOptions, dir string, topKeys int) error {
 	s, err := reader.Open(dir, reader.Options{})
 	if err != nil {
 		return err
@@ -70,10 +75,24 @@ func runInspect(cmd *cobra.Command, g *globalOptions, dir string) error {
 	if m.Partitioning.Buckets > snapshotfmt.WarnBuckets {
 		rep.Warnings = append(rep.Warnings, bucketCostWarning(int(m.Partitioning.Buckets)))
 	}
+	if topKeys != 0 {
+		h, err := plan.TopKeys(cmd.Context(), s, topKeys, 0, newProgress(cmd, g))
+		if err != nil {
+			if errors.Is(err, snapshotfmt.ErrInvalidArgument) {
+				return usagef(err)
+			}
+			return err
+		}
+		rep.HotKeys = h
+		rep.Warnings = append(rep.Warnings, h.DominanceWarnings()...)
+	}
 	if g.JSON {
 		return writeJSON(cmd.OutOrStdout(), rep)
 	}
 	renderInspect(cmd.OutOrStdout(), &rep)
+	if rep.HotKeys != nil {
+		renderHotKeys(cmd.OutOrStdout(), rep.HotKeys)
+	}
 	return nil
 }
 

@@ -133,3 +133,20 @@ func TestPlanRewriteAndTopKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestInspectTopKeys(t *testing.T) {
+	dir := genPlanFixture(t, fixtures.Spec{Buckets: 16, Width: 2, Keys: 300, SubKeys: 50, Skew: fixtures.Zipf})
+	out, code := runRoot(t, "inspect", dir, "--top-keys", "2")
+	if code != exitOK || !strings.Contains(out, "heaviest keys by bytes") || !strings.Contains(out, "user-000000000") ||
+		!strings.Contains(out, "more buckets will not spread a single key") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	out, code = runRoot(t, "--json", "inspect", dir, "--top-keys", "2")
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil || rep.HotKeys == nil || len(rep.HotKeys.Top) != 2 {
+		t.Errorf("json: exit %d %v %+v", code, err, rep.HotKeys)
+	}
+	if _, code := runRoot(t, "inspect", dir, "--top-keys", "-1"); code != exitUsage {
+		t.Errorf("--top-keys -1: exit %d", code)
+	}
+}
