@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -235,5 +237,44 @@ func TestFormatVectorsParser(t *testing.T) {
 	}
 	if b, _ := parseBytes("61*3"); string(b) != "aaa" {
 		t.Errorf("parseBytes(61*3) = %q", b)
+	}
+}
+
+// TestFormatNamesEveryField: every JSON field of the manifest, every codec
+// and the format's fixed names appear in FORMAT.md, so a field added to the
+// code without a line in the spec fails here.
+func TestFormatNamesEveryField(t *testing.T) {
+	data, err := os.ReadFile("FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	for _, v := range []any{Manifest{}, Partitioning{}, State{}, DataFile{}, WorkerState{}, WorkerFile{}, Lineage{}} {
+		rt := reflect.TypeOf(v)
+		for i := 0; i < rt.NumField(); i++ {
+			tag, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			// In backquotes, possibly as a path: `files[].path`, `states[]`.
+			re := regexp.MustCompile("`[a-z_.\\[\\]]*\\b" + tag + "\\b")
+			if !re.MatchString(doc) {
+				t.Errorf("FORMAT.md does not name %s field %q", rt.Name(), tag)
+			}
+		}
+	}
+	for c := range KnownCodecs {
+		if c != "" && !strings.Contains(doc, "| `"+c+"`") {
+			t.Errorf("FORMAT.md's codec table lacks %q", c)
+		}
+	}
+	for _, s := range []string{FormatName, TableFormat, HashName, ManifestName, string(MappingMod), string(MappingRange),
+		string(KindValue), string(KindMap), string(KindList), string(RuleSplit), string(RuleUnion), string(RuleBroadcast)} {
+		if !strings.Contains(doc, "`"+s+"`") {
+			t.Errorf("FORMAT.md does not name %q", s)
+		}
+	}
+	if MaxManifestSize != 64<<20 || !strings.Contains(doc, "64 MiB") {
+		t.Error("FORMAT.md and MaxManifestSize disagree")
 	}
 }

@@ -348,3 +348,17 @@ func TestStaleTempDirs(t *testing.T) {
 		t.Errorf("another target's directory was touched: %v", err)
 	}
 }
+
+// TestFormatDocumentsPublication: the names publication uses on disk are
+// the ones FORMAT.md section 9 documents.
+func TestFormatDocumentsPublication(t *testing.T) {
+	data, err := os.ReadFile("../snapshotfmt/FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"`" + writer.MarkerName + "`", "`.NAME.rebucket-tmp-RUNID`", "`.NAME.rebucket.lock`", "RENAME_EXCHANGE"} {
+		if !strings.Contains(string(data), s) {
+			t.Errorf("FORMAT.md does not mention %s", s)
+		}
+	}
+}
