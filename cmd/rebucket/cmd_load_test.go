@@ -132,3 +132,44 @@ func TestLoadCommandWorkersSubsetAndTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadAfterRewrite: a job at 8 buckets cannot start 40 workers; the
+// same snapshot rewritten to 128 buckets loads at 40, every entry once.
+func TestLoadAfterRewrite(t *testing.T) {
+	src := genPlanFixture(t, fixtures.Spec{Buckets: 8, Width: 4, Keys: 400})
+	root := t.TempDir()
+	into := filepath.Join(root, "load-8")
+	if out, code := runRootErr(t, "load", src, "--width", "40", "--into", into); code != exitRefused || !strings.Contains(out, "rebucket rewrite") {
+		t.Fatalf("original at 40: exit %d:\n%s", code, out)
+	}
+	dst := filepath.Join(root, "snap-128")
+	if out, code := runRootErr(t, "rewrite", src, "--buckets", "128", "--out", dst, "--memory", "64MiB"); code != exitOK {
+		t.Fatalf("rewrite: exit %d:\n%s", code, out)
+	}
+	into = filepath.Join(root, "load-128")
+	out, code := runRootErr(t, "load", dst, "--width", "40", "--into", into)
+	if code != exitOK || !strings.Contains(out, "verified: the 40 stores hold all") {
+		t.Fatalf("rewritten at 40: exit %d:\n%s", code, out)
+	}
+	s, _ := reader.Open(src, reader.Options{})
+	seen := countStores(t, into, 40, 128)
+	if uint64(len(seen)) != s.Manifest().TotalEntries() {
+		t.Errorf("stores hold %d keys, the original snapshot %d entries", len(seen), s.Manifest().TotalEntries())
+	}
+	// The per-worker state moved with it: source offsets split over 40.
+	items := 0
+	for i := 0; i < 40; i++ {
+		data, err := os.ReadFile(filepath.Join(into, fmt.Sprintf("worker-%04d", i), reader.StateDir, reader.StateFileName("source", "offsets")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		its, err := snapshotfmt.DecodeWorkerItems(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items += len(its)
+	}
+	if items != 8 { // fixtures: 2 source partitions per worker at width 4
+		t.Errorf("split offsets: %d items over 40 workers, want 8", items)
+	}
+}
