@@ -1,0 +1,504 @@
+// Package extsort sorts key/value entries by key with bounded memory: it
+// buffers entries up to a budget, spills sorted runs to a temporary
+// directory, and merges the runs (and the last in-memory run) in one
+// streaming pass. Equal keys come out in insertion order, so a caller can
+// keep the first or the last of duplicates.
+//
+// The rewrite's shuffle and the dataset import share it.
+package extsort
+
+import (
+	"bufio"
+	"bytes"
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Options tune a Sorter. The zero value works (64 MiB, the system temp dir).
+type Options struct {
+	// Memory bounds the bytes held for buffered entries and merge buffers.
+	Memory int64
+	// TmpDir is where the spill directory is created.
+	TmpDir string
+	// MaxFanIn bounds how many runs one merge pass reads at once
+	// (default 64); more runs are merged in several passes.
+	MaxFanIn int
+}
+
+const (
+	defaultMemory = 64 << 20
+	entryOverhead = 16 // one entry record in the index
+	minReadBuf    = 32 << 10
+	maxReadBuf    = 1 << 20
+)
+
+// Stats describe what a Sorter did.
+type Stats struct {
+	Entries    uint64 `json:"entries"`
+	Runs       int    `json:"spilled_runs"`
+	SpillBytes int64  `json:"spill_bytes"`
+	PeakMemory int64  `json:"peak_memory"`
+}
+
+// Sorter collects entries and yields them sorted.
+type Sorter struct {
+	opts      Options
+	chunkSize int
+	chunks    [][]byte
+	index     []entry
+	// used counts the buffered entries (data plus index records) against
+	// the budget; allocated is what the buffers really hold, reported as
+	// peak memory (at most one chunk and the index slack above used).
+	used      int64
+	allocated int64
+	dir       string
+	runs      []string
+	merged    int
+	stats     Stats
+	finished  bool
+}
+
+type entry struct {
+	chunk, off, klen, vlen uint32
+}
+
+// New returns an empty Sorter.
+func New(opts Options) *Sorter {
+	if opts.Memory <= 0 {
+		opts.Memory = defaultMemory
+	}
+	if opts.MaxFanIn < 2 {
+		opts.MaxFanIn = 64
+	}
+	cs := opts.Memory / 16
+	cs = max(64<<10, min(cs, 64<<20))
+	return &Sorter{opts: opts, chunkSize: int(cs)}
+}
+
+// Stats reports counts so far.
+func (s *Sorter) Stats() Stats { return s.stats }
+
+// Add buffers a copy of one entry, spilling a sorted run when the budget
+// is reached.
+func (s *Sorter) Add(key, value []byte) error {
+	if s.finished {
+		return errors.New("extsort: Add after Finish")
+	}
+	n := len(key) + len(value)
+	if uint64(len(key)) > 1<<31 || uint64(len(value)) > 1<<31 {
+		return fmt.Errorf("extsort: entry of %d bytes is too large", n)
+	}
+	if len(s.index) > 0 && s.used+int64(n)+entryOverhead > s.opts.Memory {
+		if err := s.spill(); err != nil {
+			return err
+		}
+	}
+	c := len(s.chunks) - 1
+	if c < 0 || len(s.chunks[c])+n > cap(s.chunks[c]) {
+		size := max(s.chunkSize, n)
+		s.chunks = append(s.chunks, make([]byte, 0, size))
+		s.allocated += int64(size)
+		c++
+	}
+	off := len(s.chunks[c])
+	s.chunks[c] = append(append(s.chunks[c], key...), value...)
+	if len(s.index) == cap(s.index) {
+		// Grow the index ourselves so its memory is counted.
+		grown := make([]entry, len(s.index), max(1024, 2*cap(s.index)))
+		copy(grown, s.index)
+		s.allocated += int64(cap(grown)-cap(s.index)) * entryOverhead
+		s.index = grown
+	}
+	s.index = append(s.index, entry{chunk: uint32(c), off: uint32(off), klen: uint32(len(key)), vlen: uint32(len(value))})
+	s.used += int64(n) + entryOverhead
+	s.stats.Entries++
+	s.stats.PeakMemory = max(s.stats.PeakMemory, s.allocated)
+	return nil
+}
+
+func (s *Sorter) key(e entry) []byte {
+	return s.chunks[e.chunk][e.off : e.off+e.klen]
+}
+
+func (s *Sorter) value(e entry) []byte {
+	return s.chunks[e.chunk][e.off+e.klen : e.off+e.klen+e.vlen]
+}
+
+func (s *Sorter) sortIndex() {
+	slices.SortStableFunc(s.index, func(a, b entry) int { return bytes.Compare(s.key(a), s.key(b)) })
+}
+
+// spill writes the buffered entries as one sorted run and frees them.
+func (s *Sorter) spill() error {
+	if s.dir == "" {
+		dir, err := os.MkdirTemp(s.opts.TmpDir, "rebucket-spill-")
+		if err != nil {
+			return fmt.Errorf("create spill directory in %s: %w", s.opts.TmpDir, err)
+		}
+		s.dir = dir
+	}
+	s.sortIndex()
+	p := filepath.Join(s.dir, fmt.Sprintf("run-%06d", len(s.runs)))
+	n, err := writeRun(p, len(s.index), func(i int) ([]byte, []byte) { e := s.index[i]; return s.key(e), s.value(e) })
+	if err != nil {
+		return err
+	}
+	s.runs = append(s.runs, p)
+	s.stats.Runs++
+	s.stats.SpillBytes += n
+	// Keep one chunk and the index for reuse; drop the rest.
+	for _, c := range s.chunks[1:] {
+		s.allocated -= int64(cap(c))
+	}
+	clear(s.chunks[1:])
+	s.chunks = s.chunks[:1]
+	s.chunks[0] = s.chunks[0][:0]
+	s.index = s.index[:0]
+	s.used = 0
+	return nil
+}
+
+// writeRun writes n entries as [uvarint klen][uvarint vlen][key][value].
+func writeRun(p string, n int, at func(int) ([]byte, []byte)) (int64, error) {
+	f, err := os.Create(p)
+	if err != nil {
+		return 0, fmt.Errorf("create spill file: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var hdr [2 * binary.MaxVarintLen64]byte
+	var total int64
+	for i := 0; i < n; i++ {
+		k, v := at(i)
+		h := binary.AppendUvarint(hdr[:0], uint64(len(k)))
+		h = binary.AppendUvarint(h, uint64(len(v)))
+		w.Write(h)
+		w.Write(k)
+		w.Write(v)
+		total += int64(len(h) + len(k) + len(v))
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return 0, fmt.Errorf("write spill file %s: %w", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("write spill file %s: %w", p, err)
+	}
+	return total, nil
+}
+
+// Finish sorts what is buffered and returns an iterator over all entries
+// in key order. The Sorter must still be closed (Close removes the spill
+// files), after the iterator is done.
+func (s *Sorter) Finish(ctx context.Context) (*Iterator, error) {
+	if s.finished {
+		return nil, errors.New("extsort: Finish called twice")
+	}
+	s.finished = true
+	s.sortIndex()
+	// Reduce the runs to at most MaxFanIn-1 so the final merge (with the
+	// in-memory run) stays within the fan-in.
+	for len(s.runs) > s.opts.MaxFanIn-1 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := s.mergePass(ctx); err != nil {
+			return nil, err
+		}
+	}
+	it := &Iterator{ctx: ctx}
+	bufSize := s.readBufSize(len(s.runs))
+	for i, p := range s.runs {
+		src, err := openRun(p, i, bufSize)
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		it.add(src)
+	}
+	if len(s.index) > 0 {
+		it.add(&memSource{s: s, order: len(s.runs)})
+	}
+	return it, nil
+}
+
+// readBufSize spreads what the budget leaves over the runs being read.
+func (s *Sorter) readBufSize(runs int) int {
+	if runs == 0 {
+		return minReadBuf
+	}
+	free := s.opts.Memory - s.allocated
+	b := free / int64(runs)
+	return int(max(minReadBuf, min(b, maxReadBuf)))
+}
+
+// mergePass merges consecutive groups of MaxFanIn runs into one run each,
+// in place, so the runs stay in insertion order (stability) and every
+// entry is rewritten once per pass: log_k(runs) passes in all.
+func (s *Sorter) mergePass(ctx context.Context) error {
+	k := s.opts.MaxFanIn
+	var next []string
+	for lo := 0; lo < len(s.runs); lo += k {
+		group := s.runs[lo:min(lo+k, len(s.runs))]
+		if len(group) == 1 {
+			next = append(next, group[0])
+			continue
+		}
+		out, err := s.mergeGroup(ctx, group)
+		if err != nil {
+			return err
+		}
+		next = append(next, out)
+	}
+	s.runs = next
+	return nil
+}
+
+func (s *Sorter) mergeGroup(ctx context.Context, group []string) (string, error) {
+	it := &Iterator{ctx: ctx}
+	bufSize := s.readBufSize(len(group))
+	for i, p := range group {
+		src, err := openRun(p, i, bufSize)
+		if err != nil {
+			it.Close()
+			return "", err
+		}
+		it.add(src)
+	}
+	s.merged++
+	out := filepath.Join(s.dir, fmt.Sprintf("merged-%06d", s.merged))
+	f, err := os.Create(out)
+	if err != nil {
+		it.Close()
+		return "", fmt.Errorf("create spill file: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var hdr [2 * binary.MaxVarintLen64]byte
+	var n int64
+	for it.Next() {
+		k, v := it.Key(), it.Value()
+		h := binary.AppendUvarint(hdr[:0], uint64(len(k)))
+		h = binary.AppendUvarint(h, uint64(len(v)))
+		w.Write(h)
+		w.Write(k)
+		w.Write(v)
+		n += int64(len(h) + len(k) + len(v))
+	}
+	err = it.Err()
+	it.Close()
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(out)
+		return "", fmt.Errorf("merge spill runs: %w", err)
+	}
+	for _, p := range group {
+		os.Remove(p)
+	}
+	s.stats.SpillBytes += n
+	return out, nil
+}
+
+// Close removes the spill files and frees memory. Safe to call twice.
+func (s *Sorter) Close() error {
+	s.chunks, s.index = nil, nil
+	if s.dir != "" {
+		err := os.RemoveAll(s.dir)
+		s.dir = ""
+		if err != nil {
+			return fmt.Errorf("remove spill directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// SpillDir is the directory holding spilled runs ("" before the first
+// spill), for tests and reports.
+func (s *Sorter) SpillDir() string { return s.dir }
+
+// source is one sorted input of a merge.
+type source interface {
+	next() (bool, error)
+	key() []byte
+	value() []byte
+	close()
+	// rank orders sources holding equal keys: lower ranks were added
+	// earlier, so they come first.
+	rank() int
+}
+
+type memSource struct {
+	s     *Sorter
+	i     int
+	order int
+	e     entry
+}
+
+func (m *memSource) next() (bool, error) {
+	if m.i >= len(m.s.index) {
+		return false, nil
+	}
+	m.e = m.s.index[m.i]
+	m.i++
+	return true, nil
+}
+func (m *memSource) key() []byte   { return m.s.key(m.e) }
+func (m *memSource) value() []byte { return m.s.value(m.e) }
+func (m *memSource) close()        {}
+func (m *memSource) rank() int     { return m.order }
+
+type runSource struct {
+	f     *os.File
+	r     *bufio.Reader
+	buf   []byte
+	k, v  []byte
+	order int
+	path  string
+}
+
+func openRun(p string, order, bufSize int) (*runSource, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open spill file: %w", err)
+	}
+	return &runSource{f: f, r: bufio.NewReaderSize(f, bufSize), order: order, path: p}, nil
+}
+
+func (r *runSource) next() (bool, error) {
+	kl, err := binary.ReadUvarint(r.r)
+	if err == io.EOF {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read spill file %s: %w", r.path, err)
+	}
+	vl, err := binary.ReadUvarint(r.r)
+	if err != nil {
+		return false, fmt.Errorf("read spill file %s: %w", r.path, err)
+	}
+	if kl > 1<<31 || vl > 1<<31 {
+		return false, fmt.Errorf("spill file %s is damaged: entry of %d+%d bytes", r.path, kl, vl)
+	}
+	n := int(kl + vl)
+	if cap(r.buf) < n {
+		r.buf = make([]byte, n)
+	}
+	r.buf = r.buf[:n]
+	if _, err := io.ReadFull(r.r, r.buf); err != nil {
+		return false, fmt.Errorf("read spill file %s: %w", r.path, err)
+	}
+	r.k, r.v = r.buf[:kl], r.buf[kl:]
+	return true, nil
+}
+func (r *runSource) key() []byte   { return r.k }
+func (r *runSource) value() []byte { return r.v }
+func (r *runSource) close()        { r.f.Close() }
+func (r *runSource) rank() int     { return r.order }
+
+// Iterator yields entries in key order; equal keys in insertion order.
+type Iterator struct {
+	ctx     context.Context
+	h       srcHeap
+	pending []source // sources not yet primed
+	cur     source
+	err     error
+	n       uint64
+}
+
+func (it *Iterator) add(s source) { it.pending = append(it.pending, s) }
+
+// Next advances; it returns false at the end or on error.
+func (it *Iterator) Next() bool {
+	if it.err != nil {
+		return false
+	}
+	if it.pending != nil {
+		for _, s := range it.pending {
+			ok, err := s.next()
+			if err != nil {
+				it.err = err
+				return false
+			}
+			if ok {
+				it.h = append(it.h, s)
+			} else {
+				s.close()
+			}
+		}
+		it.pending = nil
+		heap.Init(&it.h)
+	} else if it.cur != nil {
+		ok, err := it.cur.next()
+		if err != nil {
+			it.err = err
+			return false
+		}
+		if ok {
+			heap.Fix(&it.h, 0)
+		} else {
+			heap.Pop(&it.h).(source).close()
+		}
+	}
+	if len(it.h) == 0 {
+		it.cur = nil
+		return false
+	}
+	it.n++
+	if it.n&0xffff == 0 && it.ctx != nil {
+		if err := it.ctx.Err(); err != nil {
+			it.err = err
+			return false
+		}
+	}
+	it.cur = it.h[0]
+	return true
+}
+
+// Key is the current key, valid until Next.
+func (it *Iterator) Key() []byte { return it.cur.key() }
+
+// Value is the current value, valid until Next.
+func (it *Iterator) Value() []byte { return it.cur.value() }
+
+// Err is the error that ended iteration.
+func (it *Iterator) Err() error { return it.err }
+
+// Close releases the run files (the Sorter's Close removes them).
+func (it *Iterator) Close() error {
+	for _, s := range it.h {
+		s.close()
+	}
+	for _, s := range it.pending {
+		s.close()
+	}
+	it.h, it.pending, it.cur = nil, nil, nil
+	return nil
+}
+
+type srcHeap []source
+
+func (h srcHeap) Len() int { return len(h) }
+func (h srcHeap) Less(i, j int) bool {
+	if c := bytes.Compare(h[i].key(), h[j].key()); c != 0 {
+		return c < 0
+	}
+	return h[i].rank() < h[j].rank()
+}
+func (h srcHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *srcHeap) Push(x any)   { *h = append(*h, x.(source)) }
+func (h *srcHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

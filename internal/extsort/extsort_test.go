@@ -1,0 +1,157 @@
+package extsort
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+)
+
+type kv struct{ k, v []byte }
+
+func randomEntries(n int, seed uint64) []kv {
+	r := rand.New(rand.NewPCG(seed, 7))
+	out := make([]kv, n)
+	for i := range out {
+		// Few distinct keys so duplicates are common; values record the
+		// insertion order so stability can be checked.
+		k := fmt.Appendf(nil, "k%05d", r.IntN(n/3+1))
+		v := append(fmt.Appendf(nil, "%08d|", i), bytes.Repeat([]byte{'x'}, r.IntN(200))...)
+		out[i] = kv{k, v}
+	}
+	return out
+}
+
+func TestSortMatchesStableSort(t *testing.T) {
+	cases := []struct {
+		name   string
+		n      int
+		memory int64
+		fanIn  int
+		spills bool
+	}{
+		{"empty", 0, 1 << 20, 0, false},
+		{"in memory", 2000, 64 << 20, 0, false},
+		{"spills", 20000, 256 << 10, 0, true},
+		{"several merge passes", 20000, 100 << 10, 3, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := randomEntries(tc.n, uint64(tc.n))
+			s := New(Options{Memory: tc.memory, TmpDir: t.TempDir(), MaxFanIn: tc.fanIn})
+			for _, e := range in {
+				if err := s.Add(e.k, e.v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			it, err := s.Finish(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Clone(in)
+			slices.SortStableFunc(want, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
+			i := 0
+			for it.Next() {
+				if i >= len(want) {
+					t.Fatalf("more entries than added")
+				}
+				if !bytes.Equal(it.Key(), want[i].k) || !bytes.Equal(it.Value(), want[i].v) {
+					t.Fatalf("entry %d: got %q=%.12q, want %q=%.12q", i, it.Key(), it.Value(), want[i].k, want[i].v)
+				}
+				i++
+			}
+			if err := it.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if i != len(want) {
+				t.Fatalf("got %d entries, want %d", i, len(want))
+			}
+			if got := s.Stats().Runs > 0; got != tc.spills {
+				t.Fatalf("spilled = %v, want %v (stats %+v)", got, tc.spills, s.Stats())
+			}
+			if tc.spills && s.Stats().PeakMemory > tc.memory+int64(s.chunkSize) {
+				t.Fatalf("peak memory %d above budget %d plus one chunk", s.Stats().PeakMemory, tc.memory)
+			}
+			dir := s.SpillDir()
+			it.Close()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if dir != "" {
+				if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("spill directory %s left behind", dir)
+				}
+			}
+		})
+	}
+}
+
+func TestCancelStopsMerge(t *testing.T) {
+	s := New(Options{Memory: 64 << 10, TmpDir: t.TempDir()})
+	defer s.Close()
+	for _, e := range randomEntries(200000, 3) {
+		if err := s.Add(e.k, e.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	it, err := s.Finish(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	cancel()
+	n := 0
+	for it.Next() {
+		n++
+	}
+	if !errors.Is(it.Err(), context.Canceled) || n >= 200000 {
+		t.Fatalf("after cancel: err %v after %d entries", it.Err(), n)
+	}
+}
+
+func TestLargeEntryLargerThanChunk(t *testing.T) {
+	s := New(Options{Memory: 1 << 20, TmpDir: t.TempDir()})
+	defer s.Close()
+	big := bytes.Repeat([]byte{'b'}, 3<<20)
+	for _, k := range []string{"c", "a", "b"} {
+		if err := s.Add([]byte(k), big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it, err := s.Finish(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var got []string
+	for it.Next() {
+		if len(it.Value()) != len(big) {
+			t.Fatalf("value of %q has %d bytes", it.Key(), len(it.Value()))
+		}
+		got = append(got, string(it.Key()))
+	}
+	if !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("got %v", got)
+	}
+}
+
+func BenchmarkSortSpill(b *testing.B) {
+	in := randomEntries(100000, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		s := New(Options{Memory: 2 << 20, TmpDir: b.TempDir()})
+		for _, e := range in {
+			s.Add(e.k, e.v)
+		}
+		it, _ := s.Finish(context.Background())
+		for it.Next() {
+		}
+		it.Close()
+		s.Close()
+	}
+}
