@@ -410,3 +410,20 @@ func TestDeterministicFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundTripLong is the same round trip at a size that takes minutes
+// under -race; it runs only with REBUCKET_LONG=1.
+func TestRoundTripLong(t *testing.T) {
+	if os.Getenv("REBUCKET_LONG") == "" {
+		t.Skip("set REBUCKET_LONG=1 to run")
+	}
+	for _, mapping := range []snapshotfmt.Mapping{snapshotfmt.MappingMod, snapshotfmt.MappingRange} {
+		p, _ := snapshotfmt.NewPartitioning(mapping, 65536)
+		entries := makeEntries(42, p, 200_000, nil)
+		for _, w := range []int{64, 4096} {
+			dir := filepath.Join(t.TempDir(), "s")
+			writeSnapshot(t, dir, p, w, entries, writer.Options{FileSize: 256 << 10}, false)
+			checkSnapshot(t, dir, p, w, entries)
+		}
+	}
+}
