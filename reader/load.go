@@ -226,7 +226,7 @@ func (l *Loader) stageWhole(df snapshotfmt.DataFile, dst string) (linked bool, e
 // clip writes the entries of df inside [lower, upper) to a new table at
 // dst and returns how many it wrote.
 func (l *Loader) clip(ctx context.Context, df snapshotfmt.DataFile, lower, upper []byte, dst string) (uint64, error) {
-	fi, err := l.s.OpenFile(ctx, df, lower, upper)
+	fi, err := l.openChecked(ctx, df, lower, upper)
 	if err != nil {
 		return 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
@@ -83,6 +84,11 @@ func (a Assignment) Range(i int) (lo, hi uint32, ok bool) {
 type Loader struct {
 	s *Snapshot
 	a Assignment
+	// trusted reads the same snapshot without re-hashing files that
+	// verified records as checked: at a width that cuts a file between
+	// several workers, each would otherwise hash the whole file again.
+	trusted  *Snapshot
+	verified sync.Map // data file path -> struct{}
 }
 
 // NewLoader resolves a start at width w under policy p.
@@ -91,7 +97,23 @@ func (s *Snapshot) NewLoader(w int, p Policy) (*Loader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Loader{s: s, a: a}, nil
+	t := *s
+	t.opts.SkipChecksums = true
+	return &Loader{s: s, a: a, trusted: &t}, nil
+}
+
+// openChecked opens a data file for iteration, checking its whole-file
+// checksum once per Loader.
+func (l *Loader) openChecked(ctx context.Context, df snapshotfmt.DataFile, lower, upper []byte) (*FileIter, error) {
+	if _, ok := l.verified.Load(df.Path); !ok && !l.s.opts.SkipChecksums {
+		f, err := l.s.OpenListed(df.Path, df.Size, df.Checksum)
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
+		l.verified.Store(df.Path, struct{}{})
+	}
+	return l.trusted.OpenFile(ctx, df, lower, upper)
 }
 
 // Snapshot is the snapshot being loaded.

@@ -390,8 +390,19 @@ func TestBuildStoreDamagedFileRefused(t *testing.T) {
 	data, _ := os.ReadFile(p)
 	data[len(data)/2] ^= 0xff
 	os.WriteFile(p, data, 0o644)
-	l, _ := s.NewLoader(1, reader.PolicyReject)
-	if _, err := l.BuildStore(context.Background(), 0, filepath.Join(t.TempDir(), "w")); !errors.Is(err, snapshotfmt.ErrCorrupt) {
-		t.Fatalf("damaged file: %v, want ErrCorrupt", err)
+	for _, w := range []int{1, 3} { // ingested whole, and clipped
+		l, _ := s.NewLoader(w, reader.PolicyReject)
+		corrupt := 0
+		for i := 0; i < w; i++ {
+			_, err := l.BuildStore(context.Background(), i, filepath.Join(t.TempDir(), "w"))
+			if errors.Is(err, snapshotfmt.ErrCorrupt) {
+				corrupt++
+			} else if err != nil {
+				t.Fatalf("W=%d worker %d: %v", w, i, err)
+			}
+		}
+		if corrupt == 0 {
+			t.Errorf("W=%d: the damaged file was loaded", w)
+		}
 	}
 }
