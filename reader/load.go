@@ -48,10 +48,13 @@ type StoreStats struct {
 	// IngestedFiles were wholly inside the range and ingested as they are
 	// (hard-linked or copied first); RewrittenFiles straddled the range and
 	// their in-range entries were rewritten into new tables.
-	IngestedFiles    int           `json:"ingested_files"`
-	IngestedBytes    int64         `json:"ingested_bytes"`
-	LinkedFiles      int           `json:"linked_files"` // of IngestedFiles, hard-linked rather than copied
-	RewrittenFiles   int           `json:"rewritten_files"`
+	IngestedFiles  int   `json:"ingested_files"`
+	IngestedBytes  int64 `json:"ingested_bytes"`
+	LinkedFiles    int   `json:"linked_files"` // of IngestedFiles, hard-linked rather than copied
+	RewrittenFiles int   `json:"rewritten_files"`
+	// ExcisedFiles straddled the range and were ingested whole, the parts
+	// outside it excised (ClipExcise).
+	ExcisedFiles     int           `json:"excised_files"`
 	RewrittenEntries uint64        `json:"rewritten_entries"`
 	PrepareTime      time.Duration `json:"prepare_ns"` // link or copy, and checksum
 	RewriteTime      time.Duration `json:"rewrite_ns"`
@@ -95,7 +98,48 @@ func OpenStore(dir string) (*pebble.DB, error) {
 // a new table, which is ingested. A file's whole-file checksum is checked
 // before Pebble sees it (unless the snapshot was opened with SkipChecksums).
 func (l *Loader) BuildStore(ctx context.Context, i int, dir string) (StoreStats, error) {
+	return l.BuildStoreWith(ctx, i, dir, BuildOptions{})
+}
+
+// ClipMode is how BuildStore takes the in-range part of a data file that
+// straddles a worker's range.
+type ClipMode string
+
+const (
+	// ClipRewrite rewrites the in-range entries into a new table and
+	// ingests that: the store holds only its own data (the default).
+	ClipRewrite ClipMode = "rewrite"
+	// ClipExcise ingests the whole file (linked or copied) and then excises
+	// the key spans outside the range, which Pebble does by turning the
+	// table into virtual tables over the same backing file: nothing is
+	// rewritten, but the store keeps the whole file on disk until its
+	// compactions rewrite it (free with hard links on one filesystem, a
+	// full copy per worker otherwise).
+	ClipExcise ClipMode = "excise"
+)
+
+// ParseClipMode accepts rewrite or excise ("" is rewrite).
+func ParseClipMode(s string) (ClipMode, error) {
+	switch ClipMode(s) {
+	case "":
+		return ClipRewrite, nil
+	case ClipRewrite, ClipExcise:
+		return ClipMode(s), nil
+	}
+	return "", fmt.Errorf("%w: clip mode %q: want rewrite or excise", snapshotfmt.ErrInvalidArgument, s)
+}
+
+// BuildOptions tune BuildStoreWith. The zero value is BuildStore's.
+type BuildOptions struct {
+	Clip ClipMode
+}
+
+// BuildStoreWith is BuildStore with options.
+func (l *Loader) BuildStoreWith(ctx context.Context, i int, dir string, opts BuildOptions) (StoreStats, error) {
 	start := time.Now()
+	if _, err := ParseClipMode(string(opts.Clip)); err != nil {
+		return StoreStats{}, err
+	}
 	part, err := l.Worker(i)
 	if err != nil {
 		return StoreStats{}, err
@@ -120,7 +164,7 @@ func (l *Loader) BuildStore(ctx context.Context, i int, dir string) (StoreStats,
 	if err != nil {
 		return st, fmt.Errorf("create store in %s: %w", dir, err)
 	}
-	if err := l.fillStore(ctx, db, part, filepath.Join(dir, stagingDir), &st); err != nil {
+	if err := l.fillStore(ctx, db, part, filepath.Join(dir, stagingDir), opts, &st); err != nil {
 		db.Close()
 		return st, err
 	}
@@ -134,7 +178,7 @@ func (l *Loader) BuildStore(ctx context.Context, i int, dir string) (StoreStats,
 	return st, nil
 }
 
-func (l *Loader) fillStore(ctx context.Context, db *pebble.DB, part WorkerPart, staging string, st *StoreStats) error {
+func (l *Loader) fillStore(ctx context.Context, db *pebble.DB, part WorkerPart, staging string, opts BuildOptions, st *StoreStats) error {
 	if !part.Owns || len(part.Files) == 0 {
 		return nil
 	}
@@ -150,6 +194,20 @@ func (l *Loader) fillStore(ctx context.Context, db *pebble.DB, part WorkerPart, 
 			return err
 		}
 		dst := filepath.Join(staging, fmt.Sprintf("%06d.sst", k))
+		if !fp.Whole && opts.Clip == ClipExcise {
+			t := time.Now()
+			linked, err := l.stageWhole(fp.File, dst)
+			if err != nil {
+				return err
+			}
+			st.PrepareTime += time.Since(t)
+			st.ExcisedFiles++
+			if linked {
+				st.LinkedFiles++
+			}
+			paths = append(paths, dst)
+			continue
+		}
 		if fp.Whole {
 			t := time.Now()
 			linked, err := l.stageWhole(fp.File, dst)
@@ -185,6 +243,21 @@ func (l *Loader) fillStore(ctx context.Context, db *pebble.DB, part WorkerPart, 
 	t := time.Now()
 	if err := db.Ingest(ctx, paths); err != nil {
 		return fmt.Errorf("ingest %d files: %w", len(paths), err)
+	}
+	if st.ExcisedFiles > 0 {
+		// Cut away what lies outside the range, below and above it.
+		first := part.Files[0].File.SmallestKey()
+		last := append(part.Files[len(part.Files)-1].File.LargestKey(), 0)
+		if bytes.Compare(first, lower) < 0 {
+			if err := db.Excise(ctx, pebble.KeyRange{Start: first, End: lower}); err != nil {
+				return fmt.Errorf("excise below bucket %d: %w", part.BucketLo, err)
+			}
+		}
+		if upper != nil && bytes.Compare(last, upper) > 0 {
+			if err := db.Excise(ctx, pebble.KeyRange{Start: upper, End: last}); err != nil {
+				return fmt.Errorf("excise above bucket %d: %w", part.BucketHi, err)
+			}
+		}
 	}
 	st.IngestTime = time.Since(t)
 	return nil

@@ -244,84 +244,89 @@ func TestBuildStores(t *testing.T) {
 		{12, reader.PolicyCap, 8, nil},
 		{12, reader.PolicyIdle, 12, []int{2, 5, 8, 11}},
 	} {
-		t.Run(fmt.Sprintf("W%d-%s", tc.w, tc.policy), func(t *testing.T) {
-			l, err := s.NewLoader(tc.w, tc.policy)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l.Width() != tc.width || !slices.Equal(l.Assignment().Idle, append([]int{}, tc.idle...)) {
-				t.Fatalf("width %d idle %v, want %d %v", l.Width(), l.Assignment().Idle, tc.width, tc.idle)
-			}
-			root := t.TempDir()
-			seen := map[string]int{}
-			var ingested, rewritten int
-			for i := 0; i < l.Width(); i++ {
-				dir := filepath.Join(root, fmt.Sprintf("worker-%04d", i))
-				st, err := l.BuildStore(context.Background(), i, dir)
+		for _, mode := range []reader.ClipMode{reader.ClipRewrite, reader.ClipExcise} {
+			t.Run(fmt.Sprintf("W%d-%s-%s", tc.w, tc.policy, mode), func(t *testing.T) {
+				l, err := s.NewLoader(tc.w, tc.policy)
 				if err != nil {
 					t.Fatal(err)
 				}
-				ingested += st.IngestedFiles
-				rewritten += st.RewrittenFiles
-				if slices.Contains(tc.idle, i) != !st.Owns {
-					t.Errorf("worker %d owns=%v", i, st.Owns)
+				if l.Width() != tc.width || !slices.Equal(l.Assignment().Idle, append([]int{}, tc.idle...)) {
+					t.Fatalf("width %d idle %v, want %d %v", l.Width(), l.Assignment().Idle, tc.width, tc.idle)
 				}
-				chk, err := l.CheckStore(context.Background(), i, dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if chk.Entries != st.Entries || chk.Outside != 0 {
-					t.Errorf("worker %d: store holds %d entries (%d outside), manifest says %d", i, chk.Entries, chk.Outside, st.Entries)
-				}
-				// Read the store back with Pebble directly.
-				db, err := reader.OpenStore(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				it, _ := db.NewIter(nil)
-				lo, hi, _ := l.Assignment().Range(i)
-				for ok := it.First(); ok; ok = it.Next() {
-					b, _ := snapshotfmt.KeyBucket(it.Key())
-					if !st.Owns || b < lo || b > hi {
-						t.Errorf("worker %d holds bucket %d", i, b)
-					}
-					v, _ := it.ValueAndErr()
-					seen[string(it.Key())+"\x00"+string(v)]++
-				}
-				it.Close()
-				db.Close()
-				// Per-worker state files hold the redistributed items.
-				states, err := l.WorkerState(i)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, ws := range states {
-					data, err := os.ReadFile(filepath.Join(dir, reader.StateDir, reader.StateFileName(ws.Step, ws.Name)))
+				root := t.TempDir()
+				seen := map[string]int{}
+				var ingested, rewritten int
+				for i := 0; i < l.Width(); i++ {
+					dir := filepath.Join(root, fmt.Sprintf("worker-%04d", i))
+					st, err := l.BuildStoreWith(context.Background(), i, dir, reader.BuildOptions{Clip: mode})
 					if err != nil {
 						t.Fatal(err)
 					}
-					items, err := snapshotfmt.DecodeWorkerItems(data)
-					if err != nil || !slices.EqualFunc(items, ws.Items, bytes.Equal) {
-						t.Errorf("worker %d state %s file differs: %v", i, ws.QualifiedName(), err)
+					ingested += st.IngestedFiles
+					rewritten += st.RewrittenFiles
+					if mode == reader.ClipExcise && st.RewrittenFiles != 0 {
+						t.Errorf("worker %d rewrote %d files under excise", i, st.RewrittenFiles)
+					}
+					if slices.Contains(tc.idle, i) != !st.Owns {
+						t.Errorf("worker %d owns=%v", i, st.Owns)
+					}
+					chk, err := l.CheckStore(context.Background(), i, dir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if chk.Entries != st.Entries || chk.Outside != 0 {
+						t.Errorf("worker %d: store holds %d entries (%d outside), manifest says %d", i, chk.Entries, chk.Outside, st.Entries)
+					}
+					// Read the store back with Pebble directly.
+					db, err := reader.OpenStore(dir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					it, _ := db.NewIter(nil)
+					lo, hi, _ := l.Assignment().Range(i)
+					for ok := it.First(); ok; ok = it.Next() {
+						b, _ := snapshotfmt.KeyBucket(it.Key())
+						if !st.Owns || b < lo || b > hi {
+							t.Errorf("worker %d holds bucket %d", i, b)
+						}
+						v, _ := it.ValueAndErr()
+						seen[string(it.Key())+"\x00"+string(v)]++
+					}
+					it.Close()
+					db.Close()
+					// Per-worker state files hold the redistributed items.
+					states, err := l.WorkerState(i)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, ws := range states {
+						data, err := os.ReadFile(filepath.Join(dir, reader.StateDir, reader.StateFileName(ws.Step, ws.Name)))
+						if err != nil {
+							t.Fatal(err)
+						}
+						items, err := snapshotfmt.DecodeWorkerItems(data)
+						if err != nil || !slices.EqualFunc(items, ws.Items, bytes.Equal) {
+							t.Errorf("worker %d state %s file differs: %v", i, ws.QualifiedName(), err)
+						}
+					}
+					if _, err := os.Stat(filepath.Join(dir, "ingest")); !os.IsNotExist(err) {
+						t.Errorf("worker %d: staging directory left behind", i)
 					}
 				}
-				if _, err := os.Stat(filepath.Join(dir, "ingest")); !os.IsNotExist(err) {
-					t.Errorf("worker %d: staging directory left behind", i)
+				if len(seen) != len(all) {
+					t.Errorf("stores hold %d distinct entries, snapshot %d", len(seen), len(all))
 				}
-			}
-			if len(seen) != len(all) {
-				t.Errorf("stores hold %d distinct entries, snapshot %d", len(seen), len(all))
-			}
-			for _, e := range all {
-				if seen[e.k+"\x00"+e.v] != 1 {
-					t.Fatalf("entry %x found %d times", e.k, seen[e.k+"\x00"+e.v])
+				for _, e := range all {
+					if seen[e.k+"\x00"+e.v] != 1 {
+						t.Fatalf("entry %x found %d times", e.k, seen[e.k+"\x00"+e.v])
+					}
 				}
-			}
-			if len(m.Files) > 1 && tc.width > 1 && (ingested == 0 || rewritten == 0) {
-				t.Logf("ingested %d, rewritten %d files", ingested, rewritten)
-			}
-			checkWorkerStates(t, s, m, l)
-		})
+				if len(m.Files) > 1 && tc.width > 1 && (ingested == 0 || rewritten == 0) {
+					t.Logf("ingested %d, rewritten %d files", ingested, rewritten)
+				}
+				checkWorkerStates(t, s, m, l)
+			})
+		}
 	}
 	// The snapshot's files are untouched (ingest removes what it is given).
 	for _, df := range m.Files {

@@ -29,6 +29,7 @@ type loadOptions struct {
 	workers     []int
 	force       bool
 	parallelism int
+	clip        string
 }
 
 func newLoadCommand(g *globalOptions) *cobra.Command {
@@ -66,6 +67,7 @@ creates W workers, the surplus empty, and lists them.`,
 	f.IntSliceVar(&o.workers, "workers", nil, "build only these workers (comma-separated indexes; default all)")
 	f.BoolVar(&o.force, "force", false, "replace a non-empty --into once the new one is complete")
 	f.IntVar(&o.parallelism, "parallelism", 0, "workers built at once (default: the number of cores)")
+	f.StringVar(&o.clip, "clip", "rewrite", "files straddling a worker's range: rewrite (copy the in-range entries into a new table) or excise (ingest the whole file, then excise the rest: no rewrite, but each store keeps the whole file until compaction)")
 	_ = cmd.MarkFlagRequired("width")
 	_ = cmd.MarkFlagRequired("into")
 	return cmd
@@ -86,6 +88,7 @@ type loadReport struct {
 	Into         string                   `json:"into"`
 	Partitioning snapshotfmt.Partitioning `json:"partitioning"`
 	Assignment   reader.Assignment        `json:"assignment"`
+	Clip         reader.ClipMode          `json:"clip"`
 	Workers      []loadWorker             `json:"workers"`
 	Entries      uint64                   `json:"entries_expected"`
 	StoreEntries uint64                   `json:"entries_in_stores"`
@@ -106,6 +109,10 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	}
 	start := time.Now()
 	policy, err := reader.ParsePolicy(o.onExcess)
+	if err != nil {
+		return usagef(err)
+	}
+	clip, err := reader.ParseClipMode(o.clip)
 	if err != nil {
 		return usagef(err)
 	}
@@ -140,7 +147,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	}
 	defer stage.Abort()
 	m := s.Manifest()
-	rep := loadReport{Snapshot: src, Into: stage.Target(), Partitioning: m.Partitioning, Assignment: l.Assignment(),
+	rep := loadReport{Snapshot: src, Into: stage.Target(), Partitioning: m.Partitioning, Assignment: l.Assignment(), Clip: clip,
 		Workers: make([]loadWorker, len(workers)), Complete: len(workers) == l.Width()}
 
 	par := o.parallelism
@@ -155,7 +162,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	for k, i := range workers {
 		eg.Go(func() error {
 			name := fmt.Sprintf("worker-%04d", i)
-			st, err := l.BuildStore(ectx, i, filepath.Join(stage.Dir(), name))
+			st, err := l.BuildStoreWith(ectx, i, filepath.Join(stage.Dir(), name), reader.BuildOptions{Clip: clip})
 			if err != nil {
 				return fmt.Errorf("worker %d: %w", i, err)
 			}
@@ -239,7 +246,11 @@ func renderLoadReport(w io.Writer, r *loadReport) {
 		fmt.Fprintf(w, " (--on-excess idle: %d own nothing: workers %s)", len(a.Idle), compactInts(a.Idle))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  %-7s %-13s %12s %10s %9s %9s %9s\n", "worker", "buckets", "entries", "bytes", "ingested", "rewritten", "time")
+	clipped := "rewritten"
+	if r.Clip == reader.ClipExcise {
+		clipped = "excised"
+	}
+	fmt.Fprintf(w, "  %-7s %-13s %12s %10s %9s %9s %9s\n", "worker", "buckets", "entries", "bytes", "ingested", clipped, "time")
 	const maxRows = 64
 	for k, wk := range r.Workers {
 		if k == maxRows {
@@ -251,9 +262,9 @@ func renderLoadReport(w io.Writer, r *loadReport) {
 			rng = fmt.Sprintf("%d..%d", wk.BucketLo, wk.BucketHi)
 		}
 		fmt.Fprintf(w, "  w%-6d %-13s %12s %10s %9d %9d %9s\n", wk.Worker, rng, units.Count(wk.StoreEntries),
-			units.Bytes(int64(wk.Bytes)), wk.IngestedFiles, wk.RewrittenFiles, units.Duration(wk.Time))
+			units.Bytes(int64(wk.Bytes)), wk.IngestedFiles, wk.RewrittenFiles+wk.ExcisedFiles, units.Duration(wk.Time))
 	}
-	fmt.Fprintf(w, "  build %s (summed over workers: link/copy and checksum %s, clip rewrite %s, Pebble ingest %s); read-back %s; total %s\n",
+	fmt.Fprintf(w, "  build %s (summed over workers: link/copy and checksum %s, clip rewrite %s, Pebble ingest and excise %s); read-back %s; total %s\n",
 		units.Duration(r.BuildTime), units.Duration(r.PrepareTime), units.Duration(r.RewriteTime), units.Duration(r.IngestTime),
 		units.Duration(r.VerifyTime), units.Duration(r.Time))
 	if r.Complete {

@@ -57,10 +57,16 @@ func TestLoadCommand(t *testing.T) {
 		{12, "reject", exitRefused, 0, "at most 8 workers can own state"},
 		{12, "cap", exitOK, 8, "--on-excess cap started 8"},
 		{12, "idle", exitOK, 12, "4 own nothing: workers 2, 5, 8, 11"},
+		{3, "excise", exitOK, 3, "excised"},
+		{12, "idle-excise", exitOK, 12, "4 own nothing"},
 	} {
 		t.Run(fmt.Sprintf("W%d-%s", tc.width, tc.policy), func(t *testing.T) {
 			into := filepath.Join(t.TempDir(), "load")
 			args := []string{"load", src, "--width", fmt.Sprint(tc.width), "--into", into}
+			if p, ok := strings.CutSuffix(tc.policy, "excise"); ok {
+				args = append(args, "--clip", "excise")
+				tc.policy = strings.TrimSuffix(p, "-")
+			}
 			if tc.policy != "" {
 				args = append(args, "--on-excess", tc.policy)
 			}
