@@ -102,7 +102,7 @@ type parquetSink struct {
 func parquetCodec(name string) (compress.Codec, error) {
 	switch name {
 	case "", "zstd":
-		return &zstd.Codec{Level: zstd.SpeedDefault}, nil
+		return &zstd.Codec{Level: zstd.SpeedFastest}, nil
 	case "snappy":
 		return &snappy.Codec{}, nil
 	case "none":
