@@ -411,3 +411,71 @@ func TestBuildStoreDamagedFileRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerStateRules checks split, union and broadcast on a snapshot
+// written at width 3 with known items, loaded at widths 1, 2 and 5.
+func TestWorkerStateRules(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	part, _ := snapshotfmt.NewPartitioning(snapshotfmt.MappingMod, 4)
+	w, err := writer.Create(dir, writer.Header{Partitioning: part, WidthAtWrite: 3, States: fixtures.States, Tool: "test"}, writer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := func(ss ...string) [][]byte {
+		var out [][]byte
+		for _, s := range ss {
+			out = append(out, []byte(s))
+		}
+		return out
+	}
+	if err := w.WriteWorkerState("src", "offsets", snapshotfmt.RuleSplit, [][][]byte{items("a0", "a1"), items("b0"), items("c0", "c1", "c2")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteWorkerState("agg", "seen", snapshotfmt.RuleUnion, [][][]byte{items("x"), items(), items("y", "z")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteWorkerState("enrich", "table", snapshotfmt.RuleBroadcast, [][][]byte{items("t1", "t2"), items("t1", "t2"), items("t1", "t2")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := reader.Open(dir, reader.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(b [][]byte) string {
+		var parts []string
+		for _, x := range b {
+			parts = append(parts, string(x))
+		}
+		return strings.Join(parts, ",")
+	}
+	for _, tc := range []struct {
+		w                int
+		policy           reader.Policy
+		split, union, bc []string
+	}{
+		{1, reader.PolicyReject, []string{"a0,a1,b0,c0,c1,c2"}, []string{"x,y,z"}, []string{"t1,t2"}},
+		{2, reader.PolicyReject, []string{"a0,b0,c1", "a1,c0,c2"}, []string{"x,y,z", "x,y,z"}, []string{"t1,t2", "t1,t2"}},
+		{5, reader.PolicyIdle, []string{"a0,c2", "a1", "b0", "c0", "c1"}, []string{"x,y,z", "x,y,z", "x,y,z", "x,y,z", "x,y,z"}, []string{"t1,t2", "t1,t2", "t1,t2", "t1,t2", "t1,t2"}},
+	} {
+		l, err := s.NewLoader(tc.w, tc.policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < tc.w; i++ {
+			st, err := l.WorkerState(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, x := range st {
+				got[x.QualifiedName()] = str(x.Items)
+			}
+			if got["src/offsets"] != tc.split[i] || got["agg/seen"] != tc.union[i] || got["enrich/table"] != tc.bc[i] {
+				t.Errorf("W=%d worker %d: %v, want split %q union %q broadcast %q", tc.w, i, got, tc.split[i], tc.union[i], tc.bc[i])
+			}
+		}
+	}
+}
