@@ -2,8 +2,6 @@ package dataset
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/reader"
 	"github.com/rebucket/rebucket/snapshotfmt"
@@ -176,8 +175,7 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 		return sk, nil
 	}
 
-	total := int64(rr.EstimatedRows())
-	prog.Start(total, "export rows")
+	prog.Start(int64(rr.EstimatedBytes()), "export")
 	defer prog.Finish()
 	for rr.Next() {
 		rec := rr.Record()
@@ -195,7 +193,7 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 			lo = hi
 		}
 		res.Rows += uint64(n)
-		prog.Add(n)
+		prog.Add(reader.LogicalBytes(rec))
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -427,9 +425,11 @@ func (f *filePublisher) path(rel string) (string, error) {
 			return "", fmt.Errorf("%w: %s exists (use --force to replace it)", snapshotfmt.ErrRefused, final)
 		}
 	}
-	var rb [6]byte
-	_, _ = rand.Read(rb[:])
-	tmp := filepath.Join(filepath.Dir(final), "."+filepath.Base(final)+".rebucket-tmp-"+hex.EncodeToString(rb[:]))
+	// The temporary name carries our process id: a run killed before it
+	// renamed or removed its file leaves one that the next run removes.
+	prefix := "." + filepath.Base(final) + ".rebucket-tmp-"
+	fsx.RemoveStale(nil, filepath.Dir(final), prefix)
+	tmp := filepath.Join(filepath.Dir(final), fsx.TempName(prefix))
 	f.tmps[rel], f.final[rel] = tmp, final
 	f.order = append(f.order, rel)
 	return tmp, nil

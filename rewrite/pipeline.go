@@ -223,9 +223,12 @@ func (b *batch) add(key []byte, bucket uint32, val []byte) {
 // feeds only new buckets j = b mod g, so each group is a shuffle of its
 // own with a fraction of the data.
 func (r *run) shuffle(ctx context.Context) error {
-	spill, err := os.MkdirTemp(r.tmpRoot, ".rebucket-spill-")
+	// Named after this process, so the next run removes it if we are
+	// killed before the deferred removal (and removes those of dead runs).
+	extsort.RemoveStale(nil, r.tmpRoot)
+	spill, err := extsort.MkdirSpill(nil, r.tmpRoot)
 	if err != nil {
-		return fmt.Errorf("create spill directory in %s: %w", r.tmpRoot, err)
+		return fmt.Errorf("in %s: %w", r.tmpRoot, err)
 	}
 	defer os.RemoveAll(spill)
 	g := uint32(max(r.plan.Groups, 1))

@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/rebucket/rebucket/internal/fsx"
 )
 
 // Options tune a Sorter. The zero value works (64 MiB, the system temp dir).
@@ -30,6 +32,36 @@ type Options struct {
 	// MaxFanIn bounds how many runs one merge pass reads at once
 	// (default 64); more runs are merged in several passes.
 	MaxFanIn int
+	// FS is where spill files go (default the real filesystem; tests
+	// inject faults through it).
+	FS fsx.FS
+}
+
+// SpillPrefix starts the name of every spill directory; the rest is the
+// process id and a random suffix (fsx.TempName), so a later run can remove
+// the spill of a run that was killed.
+const SpillPrefix = ".rebucket-spill-"
+
+// RemoveStale removes the spill directories in dir left by processes that
+// are gone (a run killed before it could clean up) and returns them.
+func RemoveStale(fs fsx.FS, dir string) []string {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	return fsx.RemoveStale(fs, dir, SpillPrefix)
+}
+
+// MkdirSpill creates a spill directory in dir (the system temp directory
+// if empty), named so that RemoveStale can clean it up after a crash.
+func MkdirSpill(fs fsx.FS, dir string) (string, error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	p := filepath.Join(dir, fsx.TempName(SpillPrefix))
+	if err := fsx.Or(fs).Mkdir(p, 0o700); err != nil {
+		return "", fmt.Errorf("create spill directory: %w", err)
+	}
+	return p, nil
 }
 
 const (
@@ -69,8 +101,13 @@ type entry struct {
 	chunk, off, klen, vlen uint32
 }
 
-// New returns an empty Sorter.
+// New returns an empty Sorter. It removes the spill directories of dead
+// runs in TmpDir, so a run killed mid-sort leaves nothing for long.
 func New(opts Options) *Sorter {
+	opts.FS = fsx.Or(opts.FS)
+	if opts.TmpDir != "" {
+		RemoveStale(opts.FS, opts.TmpDir)
+	}
 	if opts.Memory <= 0 {
 		opts.Memory = defaultMemory
 	}
@@ -138,15 +175,15 @@ func (s *Sorter) sortIndex() {
 // spill writes the buffered entries as one sorted run and frees them.
 func (s *Sorter) spill() error {
 	if s.dir == "" {
-		dir, err := os.MkdirTemp(s.opts.TmpDir, "rebucket-spill-")
+		dir, err := MkdirSpill(s.opts.FS, s.opts.TmpDir)
 		if err != nil {
-			return fmt.Errorf("create spill directory in %s: %w", s.opts.TmpDir, err)
+			return err
 		}
 		s.dir = dir
 	}
 	s.sortIndex()
 	p := filepath.Join(s.dir, fmt.Sprintf("run-%06d", len(s.runs)))
-	n, err := writeRun(p, len(s.index), func(i int) ([]byte, []byte) { e := s.index[i]; return s.key(e), s.value(e) })
+	n, err := writeRun(s.opts.FS, p, len(s.index), func(i int) ([]byte, []byte) { e := s.index[i]; return s.key(e), s.value(e) })
 	if err != nil {
 		return err
 	}
@@ -166,8 +203,8 @@ func (s *Sorter) spill() error {
 }
 
 // writeRun writes n entries as [uvarint klen][uvarint vlen][key][value].
-func writeRun(p string, n int, at func(int) ([]byte, []byte)) (int64, error) {
-	f, err := os.Create(p)
+func writeRun(fs fsx.FS, p string, n int, at func(int) ([]byte, []byte)) (int64, error) {
+	f, err := fsx.Create(fs, p, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("create spill file: %w", err)
 	}
@@ -215,7 +252,7 @@ func (s *Sorter) Finish(ctx context.Context) (*Iterator, error) {
 	it := &Iterator{ctx: ctx}
 	bufSize := s.readBufSize(len(s.runs))
 	for i, p := range s.runs {
-		src, err := openRun(p, i, bufSize)
+		src, err := openRun(s.opts.FS, p, i, bufSize)
 		if err != nil {
 			it.Close()
 			return nil, err
@@ -264,7 +301,7 @@ func (s *Sorter) mergeGroup(ctx context.Context, group []string) (string, error)
 	it := &Iterator{ctx: ctx}
 	bufSize := s.readBufSize(len(group))
 	for i, p := range group {
-		src, err := openRun(p, i, bufSize)
+		src, err := openRun(s.opts.FS, p, i, bufSize)
 		if err != nil {
 			it.Close()
 			return "", err
@@ -273,7 +310,7 @@ func (s *Sorter) mergeGroup(ctx context.Context, group []string) (string, error)
 	}
 	s.merged++
 	out := filepath.Join(s.dir, fmt.Sprintf("merged-%06d", s.merged))
-	f, err := os.Create(out)
+	f, err := fsx.Create(s.opts.FS, out, 0o600)
 	if err != nil {
 		it.Close()
 		return "", fmt.Errorf("create spill file: %w", err)
@@ -299,11 +336,11 @@ func (s *Sorter) mergeGroup(ctx context.Context, group []string) (string, error)
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(out)
+		s.opts.FS.Remove(out)
 		return "", fmt.Errorf("merge spill runs: %w", err)
 	}
 	for _, p := range group {
-		os.Remove(p)
+		s.opts.FS.Remove(p)
 	}
 	s.stats.SpillBytes += n
 	return out, nil
@@ -313,7 +350,7 @@ func (s *Sorter) mergeGroup(ctx context.Context, group []string) (string, error)
 func (s *Sorter) Close() error {
 	s.chunks, s.index = nil, nil
 	if s.dir != "" {
-		err := os.RemoveAll(s.dir)
+		err := s.opts.FS.RemoveAll(s.dir)
 		s.dir = ""
 		if err != nil {
 			return fmt.Errorf("remove spill directory: %w", err)
@@ -358,7 +395,7 @@ func (m *memSource) close()        {}
 func (m *memSource) rank() int     { return m.order }
 
 type runSource struct {
-	f     *os.File
+	f     fsx.File
 	r     *bufio.Reader
 	buf   []byte
 	k, v  []byte
@@ -366,8 +403,8 @@ type runSource struct {
 	path  string
 }
 
-func openRun(p string, order, bufSize int) (*runSource, error) {
-	f, err := os.Open(p)
+func openRun(fs fsx.FS, p string, order, bufSize int) (*runSource, error) {
+	f, err := fsx.Or(fs).Open(p)
 	if err != nil {
 		return nil, fmt.Errorf("open spill file: %w", err)
 	}

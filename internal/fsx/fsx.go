@@ -1,0 +1,163 @@
+// Package fsx is the thin file-operations interface that the writer, the
+// spill (extsort) and the loader go through, so a test can fail any one
+// operation (ENOSPC on write, fsync or rename; EIO on read) and check what
+// the caller does with it. OS is the real filesystem; Faulty wraps one.
+//
+// It also names temporary entries after the process that made them
+// (TempName) so a later run can tell the leftovers of a dead run
+// (RemoveStale) from those of a live one.
+package fsx
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// File is an open file.
+type File interface {
+	io.Reader
+	io.ReaderAt
+	io.Writer
+	io.Closer
+	Name() string
+	Sync() error
+	Stat() (os.FileInfo, error)
+	Fd() uintptr
+}
+
+// FS is the set of operations the writing paths use. Errors are those of
+// package os (a *PathError naming the operation and the file).
+type FS interface {
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	Open(name string) (File, error)
+	Mkdir(name string, perm os.FileMode) error
+	MkdirTemp(dir, pattern string) (string, error)
+	Rename(oldpath, newpath string) error
+	Remove(name string) error
+	RemoveAll(name string) error
+	Link(oldname, newname string) error
+}
+
+// OS is the real filesystem.
+var OS FS = osFS{}
+
+// Or returns fs, or OS when fs is nil (for zero-value options).
+func Or(fs FS) FS {
+	if fs == nil {
+		return OS
+	}
+	return fs
+}
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Open(name string) (File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Mkdir(name string, perm os.FileMode) error     { return os.Mkdir(name, perm) }
+func (osFS) MkdirTemp(dir, pattern string) (string, error) { return os.MkdirTemp(dir, pattern) }
+func (osFS) Rename(oldpath, newpath string) error          { return os.Rename(oldpath, newpath) }
+func (osFS) Remove(name string) error                      { return os.Remove(name) }
+func (osFS) RemoveAll(name string) error                   { return os.RemoveAll(name) }
+func (osFS) Link(oldname, newname string) error            { return os.Link(oldname, newname) }
+
+// Create creates name exclusively for writing.
+func Create(fs FS, name string, perm os.FileMode) (File, error) {
+	return Or(fs).OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+}
+
+// SyncDir fsyncs a directory, so the entries created or renamed in it are
+// durable.
+func SyncDir(fs FS, dir string) error {
+	d, err := Or(fs).Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &os.PathError{Op: "fsync", Path: dir, Err: unwrapPath(err)}
+	}
+	return nil
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// TempName returns prefix + "<pid>-<random>": the name of a temporary
+// entry that records the process making it, atomically with its creation.
+func TempName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+}
+
+// RemoveStale removes the entries of dir named by TempName(prefix) whose
+// process is gone, and returns their paths. Entries of live processes, and
+// names that do not parse, are left alone.
+func RemoveStale(fs FS, dir, prefix string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok {
+			continue
+		}
+		pidStr, _, ok := strings.Cut(rest, "-")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 || ProcessAlive(pid) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if Or(fs).RemoveAll(p) == nil {
+			removed = append(removed, p)
+		}
+	}
+	return removed
+}
+
+// ProcessAlive reports whether pid names a running process (this one
+// included).
+func ProcessAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if pid == os.Getpid() {
+		return true
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
