@@ -64,7 +64,6 @@ const (
 	DuplicateKey     Kind = "duplicate_key"      // one encoded key stored in two files
 	BucketStats      Kind = "bucket_stats"       // a bucket's entries or bytes differ from the manifest
 	StateStats       Kind = "state_stats"        // a state's entry count differs from the manifest
-	TooManyFindings  Kind = "findings_truncated" // more findings of a kind in one place than are listed (warning)
 )
 
 // Width kinds.
