@@ -154,7 +154,17 @@ func ForRewriteWith(m *snapshotfmt.Manifest, target snapshotfmt.Partitioning, r 
 		p.Strategy = StrategyMerge
 		p.Reason = fmt.Sprintf("range to range: each new bucket overlaps at most %d old buckets' hash ranges", p.FanIn)
 		if mm > n {
-			p.WritersPerTask = min(writerCap, max(1, mm/(4*r.Parallelism)))
+			// A task writes a chunk of new buckets, one writer each. Chunks
+			// of M/gcd(N, M) new buckets start and end on old bucket
+			// boundaries, so no old bucket is read twice; otherwise about
+			// four old buckets' worth keeps rereads of shared boundary
+			// buckets near a quarter.
+			aligned := mm / bucketGCD(n, mm)
+			if aligned <= writerCap && (aligned-1)*n/mm+1 <= MaxFanIn {
+				p.WritersPerTask = aligned
+			} else {
+				p.WritersPerTask = max(1, min(writerCap, 4*mm/n, (MaxFanIn-1)*mm/n))
+			}
 		} else {
 			p.WritersPerTask = 1
 		}
@@ -187,9 +197,10 @@ func ForRewriteWith(m *snapshotfmt.Manifest, target snapshotfmt.Partitioning, r 
 	// I/O and disk.
 	p.ReadBytes = p.SourceBytes * int64(p.Passes)
 	if p.Strategy == StrategyMerge && from.Mapping == snapshotfmt.MappingRange {
-		// Tasks that share a boundary old bucket both read it.
+		// Tasks that share a boundary old bucket both read it (none do
+		// when chunks end on old bucket boundaries).
 		tasks := (mm + p.WritersPerTask - 1) / p.WritersPerTask
-		if n > 0 && tasks > 1 {
+		if tasks > 1 && (p.WritersPerTask*n)%mm != 0 {
 			p.ReadBytes += p.SourceBytes * int64(min(tasks-1, n)) / int64(n)
 		}
 	}

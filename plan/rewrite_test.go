@@ -111,3 +111,19 @@ func TestFanOutLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestForRewriteRangeChunks(t *testing.T) {
+	m := manifestOf(128, snapshotfmt.MappingRange, 1000)
+	to := snapshotfmt.Partitioning{Hash: snapshotfmt.HashName, Mapping: snapshotfmt.MappingRange, Buckets: 1000}
+	// A roomy budget: chunks of 1000/gcd(128, 1000) = 125 new buckets end
+	// on old bucket boundaries, so nothing is read twice.
+	p := ForRewriteWith(m, to, Resources{Memory: 8 << 30, Parallelism: 2})
+	if p.WritersPerTask != 125 || p.ReadBytes != p.SourceBytes {
+		t.Fatalf("roomy: %d writers per task, read %d of %d", p.WritersPerTask, p.ReadBytes, p.SourceBytes)
+	}
+	// A tight budget: fewer writers, and shared boundary buckets read twice.
+	p = ForRewriteWith(m, to, Resources{Memory: 64 << 20, Parallelism: 2})
+	if p.WritersPerTask != 8 || p.ReadBytes <= p.SourceBytes {
+		t.Fatalf("tight: %d writers per task, read %d of %d", p.WritersPerTask, p.ReadBytes, p.SourceBytes)
+	}
+}

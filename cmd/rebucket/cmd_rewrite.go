@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -125,6 +126,12 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 	if !g.JSON {
 		opts.OnPlan = func(p plan.RewritePlan) { printRewritePlan(out, p) }
 	}
+	if opts.Memory <= 0 {
+		opts.Memory = rewrite.DefaultMemory()
+	}
+	// The budget counts live entries; a soft limit makes the collector
+	// reclaim spilled buffers before the heap grows to twice the live size.
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(opts.Memory + plan.FixedOverhead/2))
 	ctx := cmd.Context()
 	sum, err := rewrite.Run(ctx, opts)
 	if err != nil {
