@@ -228,3 +228,44 @@ func TestHashRange(t *testing.T) {
 		}
 	}
 }
+
+// Range to range reads only the source files whose buckets overlap each
+// differing target bucket; batches bounded by DiffMemory take several
+// passes. Either way every difference is found.
+func TestEqualRangeToRangeBatches(t *testing.T) {
+	src := genSource(t, snapshotfmt.MappingRange)
+	var dropped []fixtures.Entry
+	dst := relayout(t, src, fixtures.RelayoutSpec{Partitioning: part(t, snapshotfmt.MappingRange, 20), Edit: func(es []fixtures.Entry) []fixtures.Entry {
+		var out []fixtures.Entry
+		for i, e := range es {
+			if i%97 == 0 {
+				dropped = append(dropped, e)
+				continue
+			}
+			out = append(out, e)
+		}
+		return out
+	}})
+	for _, mem := range []int64{0, 1} {
+		var fs []Finding
+		sum, err := Equal(context.Background(), dst, src, EqualOptions{MaxDiffs: 1000, DiffMemory: mem}, collect(&fs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fs) != len(dropped) || sum.ByKind[Missing] != len(dropped) {
+			t.Fatalf("DiffMemory %d: %d findings for %d dropped entries:\n%s", mem, len(fs), len(dropped), lines(fs))
+		}
+		if mem == 1 && sum.DiffPasses != sum.BucketsDiffering {
+			t.Fatalf("DiffMemory 1: %d passes for %d buckets", sum.DiffPasses, sum.BucketsDiffering)
+		}
+		want := map[string]bool{}
+		for _, e := range dropped {
+			want[string(e.Key)+"/"+string(e.SubKey)] = true
+		}
+		for _, f := range fs {
+			if !want[f.KeyText+"/"+f.SubKeyText] {
+				t.Fatalf("unexpected finding %s", f)
+			}
+		}
+	}
+}
