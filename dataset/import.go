@@ -185,13 +185,10 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	sorter := extsort.New(extsort.Options{Memory: max(opts.Memory, 0), TmpDir: tmp})
 	defer sorter.Close()
 
-	var total int64
-	for _, p := range parts {
-		if n := p.rowCount(); n > 0 {
-			total += n
-		}
-	}
-	prog.Start(total, "import: read rows")
+	// Progress in logical bytes (encoded keys plus values), as the
+	// manifest counts them; the read's total is unknown.
+	var logical int64
+	prog.Start(0, "import: read")
 	cols := []string{"step", "state", "key", "sub_key", "value"}
 	var key []byte
 	for i, p := range parts {
@@ -273,9 +270,9 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 				return fmt.Errorf("import sort: %w", err)
 			}
 			res.Rows++
-			if res.Rows&0xfff == 0 {
-				prog.Add(0x1000)
-			}
+			n := int64(len(key) + len(valC.b))
+			logical += n
+			prog.Add(n)
 			return nil
 		})
 		if err != nil {
@@ -348,7 +345,7 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	}
 	fp := verify.NewFingerprinter(layout, states)
 	bw := w.NewBucketWriter()
-	prog.Start(int64(res.Rows), "import: write snapshot")
+	prog.Start(logical, "import: write")
 	var pendK, pendV []byte
 	havePend := false
 	var dups []string
@@ -382,9 +379,7 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			return nil, err
 		}
 		pendK, pendV, havePend = append(pendK[:0], k...), append(pendV[:0], v...), true
-		if res.Entries&0xfff == 0 {
-			prog.Add(0x1000)
-		}
+		prog.Add(int64(len(k) + len(v)))
 	}
 	if err := it.Err(); err != nil {
 		bw.Abort()

@@ -50,8 +50,6 @@ type part interface {
 	path() string
 	columns() map[string]colInfo
 	meta() map[string]string
-	// rowCount is the number of rows if the file says (else -1).
-	rowCount() int64
 	// scan calls fn for every row with the cells of cols (which must exist),
 	// valid only during the call.
 	scan(ctx context.Context, cols []string, fn func([]cell) error) error
@@ -231,7 +229,6 @@ func parquetColInfo(n parquet.Node) colInfo {
 func (p *parquetPart) path() string                { return p.f.Name() }
 func (p *parquetPart) columns() map[string]colInfo { return p.cols }
 func (p *parquetPart) meta() map[string]string     { return p.md }
-func (p *parquetPart) rowCount() int64             { return p.pf.NumRows() }
 func (p *parquetPart) close()                      { p.f.Close() }
 
 func (p *parquetPart) scan(ctx context.Context, cols []string, fn func([]cell) error) (err error) {
@@ -333,7 +330,6 @@ func arrowColInfo(t arrow.DataType) colInfo {
 func (a *arrowPart) path() string                { return a.f.Name() }
 func (a *arrowPart) columns() map[string]colInfo { return a.cols }
 func (a *arrowPart) meta() map[string]string     { return a.md }
-func (a *arrowPart) rowCount() int64             { return -1 }
 func (a *arrowPart) close()                      { a.r.Close(); a.f.Close() }
 
 func (a *arrowPart) scan(ctx context.Context, cols []string, fn func([]cell) error) (err error) {

@@ -168,6 +168,7 @@ type RecordReader struct {
 	wg     sync.WaitGroup
 	rows   uint64
 	est    uint64
+	estB   uint64
 }
 
 type batchOrErr struct {
@@ -256,11 +257,12 @@ func (s *Snapshot) NewRecordReader(ctx context.Context, opts ArrowOptions) (*Rec
 	p.stateD = sb.NewArray()
 
 	var files []snapshotfmt.DataFile
-	var est uint64
+	var est, estB uint64
 	if !empty {
 		files = s.FilesIn(lo, hi)
 		for b := lo; b <= hi; b++ {
 			est += s.m.BucketEntries[b]
+			estB += s.m.BucketBytes[b]
 		}
 		if len(states) < len(s.m.States) {
 			// Scale by the selected states' share: an estimate for progress.
@@ -271,11 +273,12 @@ func (s *Snapshot) NewRecordReader(ctx context.Context, opts ArrowOptions) (*Rec
 			all = s.m.TotalEntries()
 			if all > 0 {
 				est = uint64(float64(est) * float64(sel) / float64(all))
+				estB = uint64(float64(estB) * float64(sel) / float64(all))
 			}
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	rr := &RecordReader{schema: p.schema, states: states, cancel: cancel, est: est,
+	rr := &RecordReader{schema: p.schema, states: states, cancel: cancel, est: est, estB: estB,
 		order: make(chan chan batchOrErr, opts.Parallelism)}
 	rr.wg.Add(1)
 	go func() {
@@ -311,6 +314,20 @@ func (rr *RecordReader) States() []snapshotfmt.State { return rr.states }
 
 // EstimatedRows is the expected row count, for progress.
 func (rr *RecordReader) EstimatedRows() uint64 { return rr.est }
+
+// EstimatedBytes is the expected logical size (encoded keys plus values,
+// as the manifest counts them), for progress.
+func (rr *RecordReader) EstimatedBytes() uint64 { return rr.estB }
+
+// LogicalBytes is the logical size of the rows of a view batch: what the
+// entries take as encoded keys plus values.
+func LogicalBytes(rec arrow.Record) int64 {
+	n := int64(snapshotfmt.KeyHeaderLen) * rec.NumRows()
+	for _, c := range []int{3, 4, 5} {
+		n += int64(len(rec.Column(c).(*array.Binary).ValueBytes()))
+	}
+	return n
+}
 
 // Rows is the count of rows yielded so far.
 func (rr *RecordReader) Rows() uint64 { return rr.rows }
