@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -49,6 +50,7 @@ type Stage struct {
 	target string
 	dir    string
 	force  bool
+	fs     fsx.FS
 	lock   *os.File
 	lockP  string
 	done   bool
@@ -65,6 +67,12 @@ type Stage struct {
 // A target that exists and is not an empty directory is ErrTargetExists
 // unless force is set.
 func Begin(target string, force bool) (*Stage, error) {
+	return BeginFS(target, force, nil)
+}
+
+// BeginFS is Begin with the temporary directory's file operations going
+// through fs (nil is the real filesystem); tests inject faults with it.
+func BeginFS(target string, force bool, fs fsx.FS) (*Stage, error) {
 	abs, err := filepath.Abs(target)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", target, err)
@@ -76,7 +84,7 @@ func Begin(target string, force bool) (*Stage, error) {
 	if err := checkTarget(abs, force); err != nil {
 		return nil, err
 	}
-	s := &Stage{target: abs, force: force, lockP: filepath.Join(parent, "."+base+".rebucket.lock")}
+	s := &Stage{target: abs, force: force, fs: fsx.Or(fs), lockP: filepath.Join(parent, "."+base+".rebucket.lock")}
 	if err := s.takeLock(); err != nil {
 		return nil, err
 	}
@@ -85,12 +93,12 @@ func Begin(target string, force bool) (*Stage, error) {
 	_, _ = rand.Read(id)
 	runID := hex.EncodeToString(id)
 	s.dir = filepath.Join(parent, "."+base+tmpInfix+runID)
-	if err := os.Mkdir(s.dir, 0o755); err != nil {
+	if err := s.fs.Mkdir(s.dir, 0o755); err != nil {
 		s.unlock()
 		return nil, fmt.Errorf("create temporary directory %s: %w", s.dir, err)
 	}
 	mk, _ := json.Marshal(Marker{RunID: runID, PID: os.Getpid(), Started: time.Now().UTC(), Target: abs})
-	if err := writeFileSync(filepath.Join(s.dir, MarkerName), mk); err != nil {
+	if err := writeFileSync(s.fs, filepath.Join(s.dir, MarkerName), mk); err != nil {
 		s.Abort()
 		return nil, err
 	}
@@ -205,10 +213,10 @@ func (s *Stage) Publish() error {
 	if s.done {
 		return errors.New("stage already finished")
 	}
-	if err := os.Remove(filepath.Join(s.dir, MarkerName)); err != nil {
+	if err := s.fs.Remove(filepath.Join(s.dir, MarkerName)); err != nil {
 		return fmt.Errorf("remove run marker: %w", err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := syncDir(s.fs, s.dir); err != nil {
 		return err
 	}
 	parent := filepath.Dir(s.target)
@@ -220,14 +228,14 @@ func (s *Stage) Publish() error {
 	if st, err := os.Lstat(s.target); err == nil && st.IsDir() {
 		ents, _ := os.ReadDir(s.target)
 		if len(ents) > 0 {
-			if err := unix.Renameat2(unix.AT_FDCWD, s.dir, unix.AT_FDCWD, s.target, unix.RENAME_EXCHANGE); err != nil {
+			if err := fsx.Exchange(s.fs, s.dir, s.target); err != nil {
 				// No exchange on this filesystem: move the old one aside first.
 				old = s.dir + ".old"
-				if err := os.Rename(s.target, old); err != nil {
+				if err := s.fs.Rename(s.target, old); err != nil {
 					return fmt.Errorf("move old target aside: %w", err)
 				}
-				if err := os.Rename(s.dir, s.target); err != nil {
-					_ = os.Rename(old, s.target)
+				if err := s.fs.Rename(s.dir, s.target); err != nil {
+					_ = s.fs.Rename(old, s.target)
 					return fmt.Errorf("publish %s: %w", s.target, err)
 				}
 			} else {
@@ -236,19 +244,19 @@ func (s *Stage) Publish() error {
 		}
 	}
 	if old == "" {
-		// rename(2) itself, not os.Rename: the target may be an empty
-		// directory, which rename(2) replaces atomically but os.Rename
-		// refuses.
-		if err := unix.Renameat(unix.AT_FDCWD, s.dir, unix.AT_FDCWD, s.target); err != nil {
+		// rename(2) itself (fsx.OS), not os.Rename: the target may be an
+		// empty directory, which rename(2) replaces atomically but
+		// os.Rename refuses.
+		if err := s.fs.Rename(s.dir, s.target); err != nil {
 			return fmt.Errorf("publish %s: %w", s.target, err)
 		}
 	}
-	if err := syncDir(parent); err != nil {
+	if err := syncDir(s.fs, parent); err != nil {
 		return err
 	}
 	s.done = true
 	if old != "" {
-		if err := os.RemoveAll(old); err != nil {
+		if err := s.fs.RemoveAll(old); err != nil {
 			s.unlock()
 			return fmt.Errorf("new target published; removing the old one at %s failed: %w", old, err)
 		}
@@ -263,14 +271,14 @@ func (s *Stage) Abort() {
 	if !s.done {
 		s.done = true
 		if s.dir != "" {
-			os.RemoveAll(s.dir)
+			s.fs.RemoveAll(s.dir)
 		}
 	}
 	s.unlock()
 }
 
-func writeFileSync(p string, data []byte) error {
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+func writeFileSync(fs fsx.FS, p string, data []byte) error {
+	f, err := fsx.Create(fs, p, 0o644)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
@@ -288,13 +296,8 @@ func writeFileSync(p string, data []byte) error {
 	return nil
 }
 
-func syncDir(p string) error {
-	d, err := os.Open(p)
-	if err != nil {
-		return fmt.Errorf("open directory %s: %w", p, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+func syncDir(fs fsx.FS, p string) error {
+	if err := fsx.SyncDir(fs, p); err != nil {
 		return fmt.Errorf("fsync directory %s: %w", p, err)
 	}
 	return nil

@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/zeebo/xxh3"
 
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -41,6 +41,9 @@ type Options struct {
 	Force bool
 	// Compression is "snappy" (default), "zstd" or "none".
 	Compression string
+	// FS carries the file operations (nil: the real filesystem); tests
+	// inject faults through it.
+	FS fsx.FS
 }
 
 // Header is what the caller decides about the snapshot besides its entries.
@@ -95,12 +98,12 @@ func Create(target string, h Header, opts Options) (*Snapshot, error) {
 	for _, s := range h.States {
 		states[s.ID] = true
 	}
-	st, err := Begin(target, opts.Force)
+	st, err := BeginFS(target, opts.Force, opts.FS)
 	if err != nil {
 		return nil, err
 	}
 	for _, d := range []string{snapshotfmt.DataDir, snapshotfmt.WorkersDir} {
-		if err := os.Mkdir(filepath.Join(st.Dir(), d), 0o755); err != nil {
+		if err := st.fs.Mkdir(filepath.Join(st.Dir(), d), 0o755); err != nil {
 			st.Abort()
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
@@ -154,7 +157,7 @@ type bucketStat struct {
 
 type openFile struct {
 	path     string
-	f        *os.File
+	f        fsx.File
 	w        *sstable.Writer
 	hw       *hashingWritable
 	smallest []byte
@@ -226,7 +229,7 @@ func (bw *BucketWriter) openFile(bucket uint32, first []byte) error {
 	name := fmt.Sprintf("%05d-%04d.sst", bucket, bw.part)
 	rel := snapshotfmt.DataDir + "/" + name
 	p := filepath.Join(bw.s.stage.Dir(), snapshotfmt.DataDir, name)
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := fsx.Create(bw.s.stage.fs, p, 0o644)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
@@ -305,7 +308,7 @@ func (bw *BucketWriter) Abort() {
 // hashingWritable is an objstorage.Writable over a file that checksums the
 // bytes as they pass (the writer appends only, so this is the whole file).
 type hashingWritable struct {
-	f    *os.File
+	f    fsx.File
 	path string
 	bw   *bufio.Writer
 	h    *xxh3.Hasher
@@ -362,7 +365,7 @@ func (s *Snapshot) WriteWorkerStateFiles(step, name string, rule snapshotfmt.Rul
 	s.mu.Unlock()
 	for i, data := range files {
 		rel := fmt.Sprintf("%s/%03d-%05d.bin", snapshotfmt.WorkersDir, idx, i)
-		if err := writeFileSync(filepath.Join(s.stage.Dir(), rel), data); err != nil {
+		if err := writeFileSync(s.stage.fs, filepath.Join(s.stage.Dir(), rel), data); err != nil {
 			return err
 		}
 		ws.Files = append(ws.Files, snapshotfmt.WorkerFile{
@@ -434,7 +437,7 @@ func (s *Snapshot) commit() (*snapshotfmt.Manifest, error) {
 		return nil, fmt.Errorf("written snapshot is inconsistent (a bug in the caller): %w", err)
 	}
 	for _, d := range []string{snapshotfmt.DataDir, snapshotfmt.WorkersDir} {
-		if err := syncDir(filepath.Join(s.stage.Dir(), d)); err != nil {
+		if err := syncDir(s.stage.fs, filepath.Join(s.stage.Dir(), d)); err != nil {
 			return nil, err
 		}
 	}
@@ -442,7 +445,7 @@ func (s *Snapshot) commit() (*snapshotfmt.Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileSync(filepath.Join(s.stage.Dir(), snapshotfmt.ManifestName), data); err != nil {
+	if err := writeFileSync(s.stage.fs, filepath.Join(s.stage.Dir(), snapshotfmt.ManifestName), data); err != nil {
 		return nil, err
 	}
 	if err := s.stage.Publish(); err != nil {

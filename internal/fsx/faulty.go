@@ -152,3 +152,11 @@ func (ff *faultyFile) Sync() error {
 	}
 	return ff.File.Sync()
 }
+
+// Exchange fails like Rename, else exchanges on the base filesystem.
+func (f *Faulty) Exchange(a, b string) error {
+	if err := f.fail(OpRename, b); err != nil {
+		return &os.LinkError{Op: "exchange", Old: a, New: b, Err: f.Fault.Err}
+	}
+	return Exchange(f.base(), a, b)
+}

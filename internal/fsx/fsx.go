@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // File is an open file.
@@ -76,10 +78,30 @@ func (osFS) Open(name string) (File, error) {
 
 func (osFS) Mkdir(name string, perm os.FileMode) error     { return os.Mkdir(name, perm) }
 func (osFS) MkdirTemp(dir, pattern string) (string, error) { return os.MkdirTemp(dir, pattern) }
-func (osFS) Rename(oldpath, newpath string) error          { return os.Rename(oldpath, newpath) }
 func (osFS) Remove(name string) error                      { return os.Remove(name) }
 func (osFS) RemoveAll(name string) error                   { return os.RemoveAll(name) }
 func (osFS) Link(oldname, newname string) error            { return os.Link(oldname, newname) }
+
+// Rename is rename(2) itself, not os.Rename: the target may be an empty
+// directory, which rename(2) replaces atomically but os.Rename refuses.
+func (osFS) Rename(oldpath, newpath string) error {
+	if err := unix.Renameat(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
+	return nil
+}
+
+// Exchange swaps two paths atomically (renameat2 RENAME_EXCHANGE); it
+// fails on filesystems without it.
+func Exchange(fs FS, a, b string) error {
+	if x, ok := fs.(interface{ Exchange(a, b string) error }); ok {
+		return x.Exchange(a, b)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+		return &os.LinkError{Op: "exchange", Old: a, New: b, Err: err}
+	}
+	return nil
+}
 
 // Create creates name exclusively for writing.
 func Create(fs FS, name string, perm os.FileMode) (File, error) {
