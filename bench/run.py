@@ -1,0 +1,487 @@
+"""rebucket benchmark suite (issue 7). Run it through bench/run.sh.
+
+Generates its inputs with `rebucket generate`, warms the page cache (every
+input is read once with cat before its rows are timed), runs every row
+--runs times (at least 3) and reports the median, min and max of the
+elapsed time, with peak resident memory from /usr/bin/time. Each row is set
+beside its reference measured in the same run: the durable copy (cp -r then
+sync) for rewrites and load, reading the inputs once (cat to /dev/null) for
+verify, export and import, and a DuckDB rebucketing of the same entries.
+
+The table goes between the markers in BENCHMARKS.md (default sizes) or to
+WORKDIR/BENCHMARKS.quick.md (--quick), and the raw figures to
+WORKDIR/results.json.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BEGIN = "<!-- bench:begin (written by bench/run.sh; edit outside the markers) -->"
+END = "<!-- bench:end -->"
+MIB = 1 << 20
+# What `rebucket rewrite --help` states as the fixed overhead above --memory.
+REWRITE_OVERHEAD = 96 * MIB
+
+
+def log(*a):
+    print("bench:", *a, file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def rm(*paths):
+    for p in paths:
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p, ignore_errors=True)
+        elif os.path.lexists(p):
+            os.remove(p)
+        # export writes its per-worker state beside the Parquet file.
+        for side in (p + ".workers.parquet", p.removesuffix(".parquet") + ".workers.parquet"):
+            if os.path.lexists(side):
+                os.remove(side)
+
+
+def du(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            total += os.path.getsize(os.path.join(root, f))
+    return total
+
+
+def files_of(path):
+    if os.path.isfile(path):
+        return [path]
+    out = []
+    for root, _, files in os.walk(path):
+        out += [os.path.join(root, f) for f in sorted(files)]
+    return out
+
+
+class Snap:
+    """A generated input: its directory, entries and data bytes on disk."""
+
+    def __init__(self, path):
+        self.path = path
+        with open(os.path.join(path, "MANIFEST.json")) as f:
+            m = json.load(f)
+        self.entries = sum(f["entries"] for f in m["files"])
+        self.data_bytes = sum(f["size"] for f in m["files"])
+        self.logical_bytes = sum(m["bucket_bytes"])
+        self.bytes = du(path)
+
+
+class Row:
+    def __init__(self, section, name, times, rss_kb, cpu, entries=None, nbytes=None, ref=None, note=""):
+        self.section, self.name = section, name
+        self.times, self.rss_kb, self.cpu = times, rss_kb, cpu
+        self.entries, self.nbytes, self.ref, self.note = entries, nbytes, ref, note
+
+    @property
+    def median(self):
+        return statistics.median(self.times)
+
+    def as_dict(self):
+        return {
+            "section": self.section, "name": self.name, "seconds": self.times,
+            "median_seconds": self.median, "cpu_seconds": self.cpu, "peak_rss_bytes": max(self.rss_kb) * 1024,
+            "entries": self.entries, "bytes": self.nbytes,
+            "reference": self.ref.name if self.ref else None, "note": self.note,
+        }
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.bin = args.bin
+        self.dir = args.workdir
+        self.rows = []
+        self.by = {}
+        self.threads = os.cpu_count() or 1
+
+    # --- measuring -----------------------------------------------------
+
+    def warm(self, *paths):
+        """Reads the inputs once so that every run finds them in the page
+        cache (the first run would otherwise pay for the disk)."""
+        for p in paths:
+            for f in files_of(p):
+                with open(f, "rb") as fh:
+                    while fh.read(8 << 20):
+                        pass
+
+    def time(self, section, name, cmd, *, setup=None, after=None, entries=None, nbytes=None, ref=None, note="", runs=None):
+        runs = runs or self.a.runs
+        times, rss, cpu = [], [], []
+        for i in range(runs):
+            if setup:
+                setup()
+            # Dirty pages of the previous run (or of other programs) are
+            # written out before the clock starts, not charged to this run.
+            os.sync()
+            rssf = os.path.join(self.dir, ".rss")
+            t0 = time.perf_counter()
+            p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", rssf] + cmd,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            el = time.perf_counter() - t0
+            if p.returncode != 0:
+                log(f"{name}: {' '.join(cmd)} failed (exit {p.returncode}):\n{p.stderr}")
+                raise SystemExit(4)
+            with open(rssf) as f:
+                m, u, s = f.read().split()[-3:]
+            rss.append(int(m))
+            cpu.append(float(u) + float(s))
+            times.append(el)
+            log(f"  {name} run {i + 1}/{runs}: {el:.2f}s (CPU {cpu[-1]:.2f}s), peak RSS {rss[-1] // 1024} MiB")
+            if after:
+                after()
+        r = Row(section, name, times, rss, cpu, entries, nbytes, ref, note)
+        self.rows.append(r)
+        self.by[(section, name)] = r
+        return r
+
+    # --- inputs --------------------------------------------------------
+
+    def generate(self, entries, mapping):
+        path = os.path.join(self.dir, f"in-{mapping}128-{entries}-v{self.a.value_size}")
+        if not os.path.exists(os.path.join(path, "MANIFEST.json")):
+            rm(path)
+            log(f"generating {entries:,} entries ({mapping}, 128 buckets) in {path}")
+            run([self.bin, "generate", "--out", path, "--buckets", "128", "--width", "4",
+                 "--mapping", mapping, "--entries", str(entries), "--value-size", str(self.a.value_size), "-q"],
+                stdout=subprocess.DEVNULL)
+        return Snap(path)
+
+    def rebucket(self, *args):
+        return [self.bin, *args, "-q"]
+
+    # --- rows ----------------------------------------------------------
+
+    def copy_rows(self, section, s, label):
+        dst = os.path.join(self.dir, "out-copy")
+        self.warm(s.path)
+        cat = self.time(section, f"cat {label} > /dev/null", ["sh", "-c", f"cat {files_of_arg(s.path)} > /dev/null"],
+                        entries=s.entries, nbytes=s.bytes)
+        dur = self.time(section, f"durable copy of {label} (cp -r + sync)", ["sh", "-c", f"cp -r {s.path} {dst} && sync"],
+                        setup=lambda: rm(dst), after=lambda: rm(dst), entries=s.entries, nbytes=s.bytes)
+        pc = self.time(section, f"page-cache copy of {label} (cp -r)", ["cp", "-r", s.path, dst],
+                       setup=lambda: rm(dst), after=lambda: rm(dst), entries=s.entries, nbytes=s.bytes, ref=dur)
+        return cat, dur, pc
+
+    def rewrite(self, section, name, s, buckets, ref, memory=None, verify=False, mapping=None):
+        dst = os.path.join(self.dir, "out-rewrite")
+        cmd = self.rebucket("rewrite", s.path, "--buckets", str(buckets), "--out", dst)
+        if not verify:
+            cmd.append("--no-verify")
+        if memory:
+            cmd += ["--memory", str(memory)]
+        if mapping:
+            cmd += ["--mapping", mapping]
+        note = f"--memory {memory // MIB} MiB" if memory else ""
+        self.warm(s.path)
+        return self.time(section, name, cmd, setup=lambda: rm(dst), after=lambda: rm(dst),
+                         entries=s.entries, nbytes=s.data_bytes, ref=ref, note=note)
+
+    def main(self):
+        a = self.a
+        os.makedirs(self.dir, exist_ok=True)
+        started = time.time()
+        info = machine()
+        log(f"work directory {self.dir}; {info['cores']} cores, {info['memory']}, {info['go']}")
+
+        S = self.generate(a.entries, "mod")
+        R = self.generate(a.entries, "range")
+        lbl = f"{human_count(S.entries)} entries"
+
+        # 1. The copy limit.
+        cat_s, dur_s, _ = self.copy_rows("copy", S, f"mod input ({lbl})")
+        _, dur_r, _ = self.copy_rows("copy", R, f"range input ({lbl})")
+
+        # 2. Rewrites.
+        sec = "rewrite"
+        snap_mem = max(S.data_bytes, S.logical_bytes)
+        mem_in = (2 * snap_mem // MIB + 64) * MIB
+        mem_spill = max(16 * MIB, (S.data_bytes // 4 // MIB) * MIB)
+        split = self.rewrite(sec, "split mod 128 -> 1024", S, 1024, dur_s)
+        self.rewrite(sec, "split mod 128 -> 1024, verified (default)", S, 1024, dur_s, verify=True)
+        merge = self.rewrite(sec, "merge range 128 -> 1000", R, 1000, dur_r)
+        shuf = self.rewrite(sec, "shuffle in memory mod 128 -> 1000", S, 1000, dur_s, memory=mem_in)
+        spill = self.rewrite(sec, "shuffle spilling mod 128 -> 1000", S, 1000, dur_s, memory=mem_spill)
+
+        # 3. The DuckDB peer on the same entries (the export is setup, not timed).
+        pq = os.path.join(self.dir, "in.parquet")
+        if not os.path.exists(pq):
+            log("exporting the mod input to Parquet for the DuckDB peer")
+            run(self.rebucket("export", S.path, "--out", pq, "--compression", "snappy"), stdout=subprocess.DEVNULL)
+        peer_out = os.path.join(self.dir, "out-peer.parquet")
+        self.warm(pq)
+        peer = self.time("peer", "DuckDB: hash, sort, write Parquet (1024 buckets)",
+                         [sys.executable, os.path.join(os.path.dirname(__file__), "duckdb_peer.py"), pq, peer_out, "1024", str(self.threads)],
+                         setup=lambda: rm(peer_out), after=lambda: rm(peer_out),
+                         entries=S.entries, nbytes=os.path.getsize(pq),
+                         note=f"input Parquet {os.path.getsize(pq) / MIB:.0f} MiB, snappy; DuckDB {self.threads} threads")
+
+        # 4. verify --against, export, import, load.
+        sec = "tools"
+        target = os.path.join(self.dir, "split-target")
+        if not os.path.exists(os.path.join(target, "MANIFEST.json")):
+            rm(target)
+            run(self.rebucket("rewrite", S.path, "--buckets", "1024", "--out", target, "--no-verify"), stdout=subprocess.DEVNULL)
+        T = Snap(target)
+        self.warm(S.path, T.path)
+        cat_st = self.time(sec, "cat both snapshots > /dev/null", ["sh", "-c", f"cat {files_of_arg(S.path)} {files_of_arg(T.path)} > /dev/null"],
+                           entries=S.entries + T.entries, nbytes=S.bytes + T.bytes)
+        self.time(sec, "verify 1024-bucket split --against the source", self.rebucket("verify", T.path, "--against", S.path),
+                  entries=S.entries + T.entries, nbytes=S.bytes + T.bytes, ref=cat_st)
+        ex = os.path.join(self.dir, "out-export.parquet")
+        self.warm(S.path)
+        self.time(sec, "export parquet (zstd, default)", self.rebucket("export", S.path, "--out", ex),
+                  setup=lambda: rm(ex), after=lambda: rm(ex), entries=S.entries, nbytes=S.bytes, ref=cat_s)
+        cat_pq = self.time(sec, "cat the Parquet export > /dev/null", ["cat", pq], entries=S.entries, nbytes=os.path.getsize(pq))
+        imp = os.path.join(self.dir, "out-import")
+        self.time(sec, "import parquet -> 1024 buckets (--no-verify)", self.rebucket("import", pq, "--buckets", "1024", "--out", imp, "--no-verify"),
+                  setup=lambda: rm(imp), after=lambda: rm(imp), entries=S.entries, nbytes=os.path.getsize(pq), ref=cat_pq)
+        ld = os.path.join(self.dir, "out-load")
+        self.warm(S.path)
+        self.time(sec, "load at width 40 (Pebble stores)", self.rebucket("load", S.path, "--width", "40", "--into", ld),
+                  setup=lambda: rm(ld), after=lambda: rm(ld), entries=S.entries, nbytes=S.bytes, ref=cat_s,
+                  note=f"vs durable copy: see targets")
+        rm(target)
+
+        # 5. Scaling.
+        scale = []
+        for n in a.scale:
+            if n == a.entries:
+                X = S
+                sp, sh = split, spill
+            else:
+                need = self.estimate_bytes(n, S) * 4
+                free = shutil.disk_usage(self.dir).free
+                if free < need:
+                    log(f"skipping {n:,} entries: {free / MIB:.0f} MiB free in {self.dir}, about {need / MIB:.0f} MiB needed")
+                    continue
+                X = self.generate(n, "mod")
+                sec = f"scale {human_count(X.entries)}"
+                sp = self.rewrite(sec, "split mod 128 -> 1024", X, 1024, None)
+                sh = self.rewrite(sec, "shuffle spilling mod 128 -> 1000", X, 1000, None,
+                                  memory=max(16 * MIB, (X.data_bytes // 4 // MIB) * MIB))
+                if not a.keep:
+                    rm(X.path)
+            scale.append((X, sp, sh))
+
+        if not a.keep:
+            rm(S.path, R.path, pq)
+        elapsed = time.time() - started
+        md = self.render(info, S, scale, peer, elapsed, mem_in, mem_spill)
+        with open(os.path.join(self.dir, "results.json"), "w") as f:
+            json.dump({"machine": info, "rows": [r.as_dict() for r in self.rows], "elapsed_seconds": elapsed}, f, indent=1)
+        if a.quick and not a.out:
+            out = os.path.join(self.dir, "BENCHMARKS.quick.md")
+            with open(out, "w") as f:
+                f.write(md)
+        else:
+            out = a.out or "BENCHMARKS.md"
+            splice(out, md)
+        print(md)
+        log(f"wrote {out} in {elapsed / 60:.1f} minutes")
+
+    def estimate_bytes(self, n, s):
+        return int(s.bytes * n / max(s.entries, 1))
+
+    # --- the table -----------------------------------------------------
+
+    def render(self, info, S, scale, peer, elapsed, mem_in, mem_spill):
+        L = []
+        L.append(f"Measured {info['date']} on {info['cpu']}: {info['cores']} cores, {info['memory']} memory, "
+                 f"{info['go']}, {info['kernel']}; load average {info['load']} when the run began. "
+                 f"Every figure is the median of {self.a.runs} runs (min and max beside it; CPU s is the median user+sys time, "
+                 f"which other load on the machine does not inflate); "
+                 f"the page cache was warm: every input was read once (cat) before its rows were timed, "
+                 f"and `sync` ran before each run so that no earlier dirty page is charged to it. "
+                 f"Inputs: `rebucket generate --buckets 128 --width 4 --value-size {self.a.value_size} --entries N` "
+                 f"(three keyed states: value, map, list; snappy SSTables); the main input holds {S.entries:,} entries, "
+                 f"{S.data_bytes / MIB:.0f} MiB of data files ({S.logical_bytes / MIB:.0f} MiB logical). "
+                 f"Rewrites run at the default parallelism (all cores) with `--no-verify` except the row that says verified; "
+                 f"shuffle in memory gets `--memory {mem_in // MIB}MiB` (above the snapshot), spilling `--memory {mem_spill // MIB}MiB` "
+                 f"(a quarter of its data files). MB/s is MiB of input (data files on disk for rewrites, the whole directory otherwise) per second. "
+                 f"The whole run took {elapsed / 60:.1f} minutes.")
+        L.append("")
+        hdr = "| operation | median s | min s | max s | CPU s | entries/s | MiB/s | peak RSS MiB | ratio | reference |"
+        sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        titles = {"copy": "The copy limit", "rewrite": "Rewrites (ratio to the durable copy of the same input)",
+                  "peer": "Query-engine peer", "tools": "verify, export, import, load (ratio to reading the inputs once)"}
+        for sec in ("copy", "rewrite", "peer", "tools"):
+            L += ["", f"#### {titles[sec]}", "", hdr, sep]
+            for r in self.rows:
+                if r.section != sec:
+                    continue
+                L.append(self.line(r))
+        L += ["", "#### Rewrites against the DuckDB peer", "",
+              "| rewrite | rewrite median s | DuckDB median s | rewrite / DuckDB |", "|---|---:|---:|---:|"]
+        for r in self.rows:
+            if r.section == "rewrite":
+                L.append(f"| {r.name} | {r.median:.2f} | {peer.median:.2f} | {r.median / peer.median:.2f} |")
+        L += ["", "#### Scaling (split mod 128 -> 1024; shuffle spilling mod 128 -> 1000 with --memory a quarter of the data)", "",
+              "| entries | data MiB | split s (min-max) | split µs/entry | split peak RSS MiB | spill s (min-max) | spill µs/entry | spill peak RSS MiB | spill --memory + 96 MiB |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for X, sp, sh in scale:
+            mem = max(16 * MIB, (X.data_bytes // 4 // MIB) * MIB)
+            L.append(f"| {X.entries:,} | {X.data_bytes / MIB:.0f} | {sp.median:.2f} ({min(sp.times):.2f}-{max(sp.times):.2f}) | "
+                     f"{sp.median / X.entries * 1e6:.2f} | {max(sp.rss_kb) / 1024:.0f} | "
+                     f"{sh.median:.2f} ({min(sh.times):.2f}-{max(sh.times):.2f}) | {sh.median / X.entries * 1e6:.2f} | "
+                     f"{max(sh.rss_kb) / 1024:.0f} | {(mem + REWRITE_OVERHEAD) / MIB:.0f} |")
+        L += ["", "#### Targets", "", "| target | figure | met |", "|---|---:|---|"]
+        for t, fig, ok in self.targets(peer, scale):
+            L.append(f"| {t} | {fig} | {'yes' if ok else '**no**'} |")
+        return "\n".join(L) + "\n"
+
+    def line(self, r):
+        eps = f"{r.entries / r.median:,.0f}" if r.entries else ""
+        mbs = f"{r.nbytes / MIB / r.median:.1f}" if r.nbytes else ""
+        ratio = f"{r.median / r.ref.median:.2f}x" if r.ref else ""
+        ref = r.ref.name if r.ref else ""
+        name = r.name + (f" ({r.note})" if r.note else "")
+        return (f"| {name} | {r.median:.2f} | {min(r.times):.2f} | {max(r.times):.2f} | {statistics.median(r.cpu):.2f} | {eps} | {mbs} | "
+                f"{max(r.rss_kb) / 1024:.0f} | {ratio} | {ref} |")
+
+    def targets(self, peer, scale):
+        out = []
+        rw = {r.name: r for r in self.rows if r.section == "rewrite"}
+        goals = [("split mod 128 -> 1024", 1.3), ("merge range 128 -> 1000", 1.5),
+                 ("shuffle in memory mod 128 -> 1000", 2.0), ("shuffle spilling mod 128 -> 1000", 2.5)]
+        for name, lim in goals:
+            r = rw[name]
+            x = r.median / r.ref.median
+            out.append((f"{name} within {lim}x of the durable copy", f"{x:.2f}x", x <= lim))
+        for name, _ in goals:
+            r = rw[name]
+            x = r.median / peer.median
+            out.append((f"{name} faster than DuckDB", f"{x:.2f}x DuckDB's time", x < 1))
+        if len(scale) >= 2:
+            (x0, sp0, sh0), (x1, sp1, sh1) = scale[0], scale[-1]
+            for what, a, b in (("split", sp0, sp1), ("shuffle spilling", sh0, sh1)):
+                pa, pb = a.median / x0.entries, b.median / x1.entries
+                out.append((f"{what}: time per entry at {human_count(x1.entries)} within 20% of {human_count(x0.entries)}",
+                            f"{pb * 1e6:.2f} vs {pa * 1e6:.2f} µs ({pb / pa - 1:+.0%})", pb <= 1.2 * pa))
+            for X, sp, sh in scale:
+                mem = max(16 * MIB, (X.data_bytes // 4 // MIB) * MIB)
+                rss = max(sh.rss_kb) * 1024
+                out.append((f"shuffle spilling peak RSS at {human_count(X.entries)} within --memory + 96 MiB",
+                            f"{rss / MIB:.0f} MiB vs {(mem + REWRITE_OVERHEAD) / MIB:.0f} MiB", rss <= mem + REWRITE_OVERHEAD))
+        tools = {r.name: r for r in self.rows if r.section == "tools"}
+        v = tools["verify 1024-bucket split --against the source"]
+        out.append(("verify --against within 2x of cat of both snapshots", f"{v.median / v.ref.median:.2f}x", v.median <= 2 * v.ref.median))
+        ld = tools["load at width 40 (Pebble stores)"]
+        dur = next(r for r in self.rows if r.section == "copy" and r.name.startswith("durable copy of mod"))
+        out.append(("load at width 40 within 1.5x of the durable copy", f"{ld.median / dur.median:.2f}x", ld.median <= 1.5 * dur.median))
+        return out
+
+
+def files_of_arg(path):
+    # Data files and manifest: a shell glob keeps the command line short.
+    return f"{path}/MANIFEST.json {path}/data/* {path}/workers/*"
+
+
+def human_count(n):
+    for unit, div in (("M", 1e6), ("k", 1e3)):
+        if n >= div:
+            v = n / div
+            return f"{v:.0f}{unit}" if abs(v - round(v)) < 0.05 else f"{v:.1f}{unit}"
+    return str(n)
+
+
+def machine():
+    mem = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    go = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cores": os.cpu_count(), "memory": f"{mem / (1 << 30):.1f} GiB", "cpu": cpu, "go": go,
+        "kernel": "Linux " + platform.release(), "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+    }
+
+
+def splice(path, md):
+    """Replaces the text between the markers of path (appending the markers
+    if the file has none), so the prose around the table survives."""
+    body = f"{BEGIN}\n{md}{END}\n"
+    try:
+        with open(path) as f:
+            old = f.read()
+    except FileNotFoundError:
+        old = "# Benchmarks\n\n"
+    if BEGIN in old and END in old:
+        head, rest = old.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        new = head + body + tail.lstrip("\n")
+    else:
+        new = old.rstrip("\n") + "\n\n" + body
+    with open(path, "w") as f:
+        f.write(new)
+
+
+def parse_count(s):
+    s = s.strip().lower()
+    mult = {"k": 1_000, "m": 1_000_000}.get(s[-1:], 1)
+    return int(float(s.rstrip("km")) * mult)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin", required=True, help="the rebucket binary")
+    p.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes; leaves BENCHMARKS.md alone")
+    p.add_argument("--runs", type=int, default=3, help="runs per row (at least 3)")
+    p.add_argument("--entries", type=parse_count, help="entries of the main input (default 3M, quick 200k)")
+    p.add_argument("--scale", help="comma-separated sizes of the scaling rows (default 1M,10M,30M; quick 100k,200k,400k)")
+    p.add_argument("--value-size", type=int, default=64, help="mean value size of the generated entries")
+    p.add_argument("--workdir", help="where inputs and outputs go (default: a new directory under $TMPDIR)")
+    p.add_argument("--out", help="markdown file to splice the table into (default BENCHMARKS.md; with --quick, WORKDIR/BENCHMARKS.quick.md)")
+    p.add_argument("--keep", action="store_true", help="keep the generated inputs (reused by the next run with the same --workdir)")
+    a = p.parse_args()
+    if a.runs < 3:
+        p.error("--runs: at least 3")
+    if a.entries is None:
+        a.entries = 200_000 if a.quick else 3_000_000
+    if a.scale is None:
+        a.scale = "100k,200k,400k" if a.quick else "1M,10M,30M"
+    a.scale = [parse_count(x) for x in a.scale.split(",")]
+    if a.workdir is None:
+        a.workdir = tempfile.mkdtemp(prefix="rebucket-bench-")
+    a.workdir = os.path.abspath(a.workdir)
+    a.bin = os.path.abspath(a.bin)
+    try:
+        Bench(a).main()
+    finally:
+        if not a.keep:
+            for d in os.listdir(a.workdir) if os.path.isdir(a.workdir) else []:
+                if d.startswith(("in-", "in.parquet", "out-", "split-target")):
+                    rm(os.path.join(a.workdir, d))
+
+
+if __name__ == "__main__":
+    main()
