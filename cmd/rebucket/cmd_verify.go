@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -120,6 +121,24 @@ func verifyOutcome(runErr error, errorsFound int, reported bool) error {
 	return nil
 }
 
+// writeSummaryLine prints the summary as the last --json line: its fields,
+// "type":"summary", and "could_not_run" with the reason when it could not.
+func writeSummaryLine(w io.Writer, sum any, runErr error) error {
+	data, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	obj := map[string]any{}
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return err
+	}
+	obj["type"] = "summary"
+	if runErr != nil {
+		obj["could_not_run"] = runErr.Error()
+	}
+	return writeJSONLine(w, obj)
+}
+
 func kindCounts(by map[verify.Kind]int) string {
 	ks := make([]string, 0, len(by))
 	for k, n := range by {
@@ -147,16 +166,7 @@ func runVerify(cmd *cobra.Command, g *globalOptions, o *verifyOptions, dir strin
 	}
 	reported := sum != nil && sum.Errors > 0
 	if g.JSON {
-		type summaryLine struct {
-			Type string `json:"type"`
-			*verify.Summary
-			CouldNotRun string `json:"could_not_run,omitempty"`
-		}
-		sl := summaryLine{Type: "summary", Summary: sum}
-		if err != nil {
-			sl.CouldNotRun = err.Error()
-		}
-		if werr := writeJSONLine(w, sl); werr != nil {
+		if werr := writeSummaryLine(w, sum, err); werr != nil {
 			return werr
 		}
 		return verifyOutcome(err, sum.Errors, reported)
@@ -202,16 +212,7 @@ func runVerifyAgainst(cmd *cobra.Command, g *globalOptions, o *verifyOptions, ta
 	}
 	reported := sum != nil && sum.Errors > 0
 	if g.JSON {
-		type summaryLine struct {
-			Type string `json:"type"`
-			*verify.EqualSummary
-			CouldNotRun string `json:"could_not_run,omitempty"`
-		}
-		sl := summaryLine{Type: "summary", EqualSummary: sum}
-		if err != nil {
-			sl.CouldNotRun = err.Error()
-		}
-		if werr := writeJSONLine(w, sl); werr != nil {
+		if werr := writeSummaryLine(w, sum, err); werr != nil {
 			return werr
 		}
 		return verifyOutcome(err, sum.Errors, reported)
