@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -76,11 +75,8 @@ func runInspect(cmd *cobra.Command, g *globalOptions, dir string, topKeys int) e
 		rep.Warnings = append(rep.Warnings, bucketCostWarning(int(m.Partitioning.Buckets)))
 	}
 	if topKeys != 0 {
-		h, err := plan.TopKeys(cmd.Context(), s, topKeys, 0, newProgress(cmd, g))
+		h, err := scanTopKeys(cmd, g, s, topKeys)
 		if err != nil {
-			if errors.Is(err, snapshotfmt.ErrInvalidArgument) {
-				return usagef(err)
-			}
 			return err
 		}
 		rep.HotKeys = h

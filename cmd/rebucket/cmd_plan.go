@@ -172,17 +172,27 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 		rep.Warnings = append(rep.Warnings, p.Warnings...)
 	}
 	if o.topKeys != 0 {
-		h, err := plan.TopKeys(ctx, s, o.topKeys, 0, newProgress(cmd, g))
+		h, err := scanTopKeys(cmd, g, s, o.topKeys)
 		if err != nil {
-			if errors.Is(err, snapshotfmt.ErrInvalidArgument) {
-				return usagef(err)
-			}
 			return err
 		}
 		rep.HotKeys = h
 		rep.Warnings = append(rep.Warnings, h.DominanceWarnings()...)
 	}
 	return emitPlan(cmd, g, &rep)
+}
+
+// scanTopKeys runs the hot-key scan of plan and inspect --top-keys.
+func scanTopKeys(cmd *cobra.Command, g *globalOptions, s *reader.Snapshot, k int) (*plan.HotKeys, error) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	h, err := plan.TopKeys(ctx, s, k, 0, newProgress(cmd, g))
+	if errors.Is(err, snapshotfmt.ErrInvalidArgument) {
+		return nil, usagef(err)
+	}
+	return h, err
 }
 
 func emitPlan(cmd *cobra.Command, g *globalOptions, rep *planReport) error {
