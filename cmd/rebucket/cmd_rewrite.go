@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,7 +80,10 @@ to); with --drop-state or --rename-state, TARGET is checked on its own.`,
 
 // rewriteReport is the --json document.
 type rewriteReport struct {
-	Rewrite      *rewrite.Summary    `json:"rewrite"`
+	Rewrite *rewrite.Summary `json:"rewrite"`
+	// PeakRSS is the process's peak resident memory during the rewrite
+	// (before verification), 0 where the system does not say.
+	PeakRSS      int64               `json:"peak_rss_bytes"`
 	Verification verificationSummary `json:"verification"`
 }
 
@@ -152,9 +158,10 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 			fmt.Fprintf(out, "removed the temporary directory of a dead run: %s\n", p)
 		}
 	}
+	peak := peakRSS()
 	vs, verr := verifyRewrite(ctx, cmd, g, o, source, sum)
 	if g.JSON {
-		if err := writeJSON(out, rewriteReport{Rewrite: sum, Verification: vs}); err != nil {
+		if err := writeJSON(out, rewriteReport{Rewrite: sum, PeakRSS: peak, Verification: vs}); err != nil {
 			return err
 		}
 	} else {
@@ -227,4 +234,24 @@ func verifyRewrite(ctx context.Context, cmd *cobra.Command, g *globalOptions, o 
 		vs.Detail = fmt.Sprintf("verification FAILED: TARGET differs from SOURCE: %d errors (%s)", es.Errors, kindCounts(es.ByKind))
 	}
 	return vs, nil
+}
+
+// peakRSS reads the resident high-water mark of this process from
+// /proc/self/status (VmHWM). Unlike getrusage's maxrss it does not include
+// the parent's memory when the process was started by vfork and exec.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }

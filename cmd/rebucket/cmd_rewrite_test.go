@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/rebucket/rebucket/fixtures"
+	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/reader"
 	"github.com/rebucket/rebucket/snapshotfmt"
 	"github.com/rebucket/rebucket/writer"
@@ -182,19 +185,111 @@ func TestSplitCommand(t *testing.T) {
 	}
 }
 
-// TestRewriteSIGINT runs the built binary and interrupts it mid-run: exit
-// 130, no target, no temporary or spill files, the source unchanged.
-func TestRewriteSIGINT(t *testing.T) {
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// buildBinary builds the command once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "rebucket")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rebucket-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "rebucket")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	src := genRewriteSource(t, tmp, 60000)
+	return binPath
+}
+
+var (
+	bigOnce sync.Once
+	bigSrc  string
+)
+
+// bigSource is a snapshot of 360,000 entries (about 22 MiB logical) shared
+// by the tests that run the binary; none of them writes it.
+func bigSource(t *testing.T) string {
+	t.Helper()
+	bigOnce.Do(func() {
+		dir := filepath.Join(filepath.Dir(buildBinary(t)), "big")
+		if err := os.Mkdir(dir, 0o755); err == nil {
+			bigSrc = genRewriteSource(t, dir, 60000)
+		}
+	})
+	if bigSrc == "" {
+		t.Fatal("could not generate the shared source")
+	}
+	return bigSrc
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// TestRewritePeakMemory runs a shuffle of a snapshot at least four times
+// --memory in the built binary and checks that it spilled and that its peak
+// resident memory stayed within --memory plus plan.FixedOverhead.
+func TestRewritePeakMemory(t *testing.T) {
+	bin := buildBinary(t)
+	tmp := t.TempDir()
+	src := bigSource(t)
+	s, err := reader.Open(src, reader.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mem = 4 << 20
+	if s.Manifest().TotalBytes() < 4*mem {
+		t.Fatalf("source of %d bytes is not 4x --memory", s.Manifest().TotalBytes())
+	}
+	cmd := exec.Command(bin, "--json", "rewrite", src, "--buckets", "13", "--out", filepath.Join(tmp, "dst"), "--memory", "4MiB", "--no-verify")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var rep struct {
+		Rewrite struct {
+			Runs int `json:"spilled_runs"`
+		} `json:"rewrite"`
+		PeakRSS int64 `json:"peak_rss_bytes"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Rewrite.Runs < 2 {
+		t.Fatalf("spilled runs %d (%v): %s", rep.Rewrite.Runs, err, out)
+	}
+	// The process's own VmHWM: rusage's maxrss would count this test
+	// process too (exec after vfork keeps the parent's high-water mark).
+	peak := rep.PeakRSS
+	if peak == 0 {
+		t.Skip("no /proc/self/status here")
+	}
+	t.Logf("peak RSS %d MiB with --memory 4MiB, %d spilled runs", peak>>20, rep.Rewrite.Runs)
+	if bound := int64(mem + plan.FixedOverhead); peak > bound {
+		t.Fatalf("peak RSS %d bytes above --memory plus the fixed overhead (%d)", peak, bound)
+	}
+}
+
+// TestRewriteSIGINT runs the built binary and interrupts it mid-run: exit
+// 130, no target, no temporary or spill files, the source unchanged.
+func TestRewriteSIGINT(t *testing.T) {
+	tmp := t.TempDir()
+	bin := buildBinary(t)
+	src := bigSource(t)
 	before := dirHash(t, src)
 	work := filepath.Join(tmp, "work")
 	spill := filepath.Join(tmp, "spill")
