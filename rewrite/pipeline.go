@@ -175,6 +175,7 @@ func (r *run) runTask(ctx context.Context, t *task) error {
 		j := r.to.BucketOfHash(h)
 		i := t.slot(j)
 		if i < 0 {
+			in.uncount()
 			continue
 		}
 		bw := writers[i]

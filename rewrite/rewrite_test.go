@@ -234,9 +234,10 @@ func TestRewriteProperties(t *testing.T) {
 			}
 			var planned plan.RewritePlan
 			dst := filepath.Join(sd, "dst")
+			prog := &countProgress{}
 			sum, err := Run(context.Background(), Options{
 				Source: src, Target: dst, To: to, Memory: mem, Parallelism: 2, FileSize: fileSize,
-				Tool: "test", Note: "prop", OnPlan: func(p plan.RewritePlan) { planned = p },
+				Tool: "test", Note: "prop", OnPlan: func(p plan.RewritePlan) { planned = p }, Progress: prog,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -263,6 +264,9 @@ func TestRewriteProperties(t *testing.T) {
 				if st != want {
 					t.Fatalf("state %+v, want %+v", st, want)
 				}
+			}
+			if got := prog.n.Load(); got != int64(sc.m.TotalBytes()) || prog.total != got {
+				t.Fatalf("progress counted %d bytes of %d (total announced %d)", got, sc.m.TotalBytes(), prog.total)
 			}
 			if sum.Entries != uint64(sc.total) {
 				t.Fatalf("summary entries %d, want %d", sum.Entries, sc.total)
@@ -399,6 +403,16 @@ func TestShuffleSpills(t *testing.T) {
 		t.Fatalf("spill directory not empty: %v", ents)
 	}
 }
+
+// countProgress adds up what is reported.
+type countProgress struct {
+	total int64
+	n     atomic.Int64
+}
+
+func (c *countProgress) Start(total int64, _ string) { c.total = total }
+func (c *countProgress) Finish()                     {}
+func (c *countProgress) Add(n int64)                 { c.n.Add(n) }
 
 // cancelAfter cancels a context once some progress has been made.
 type cancelAfter struct {

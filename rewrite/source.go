@@ -118,12 +118,14 @@ func (st *stream) Next() bool {
 				st.cur = nil
 				continue
 			}
-			k, v := st.cur.Key(), st.cur.Value()
-			st.unreported += int64(len(k) + len(v))
+			// Flush before counting this entry, so that uncount always
+			// finds it still unreported.
 			if st.unreported >= 1<<20 {
 				st.src.prog.Add(st.unreported)
 				st.unreported = 0
 			}
+			k, v := st.cur.Key(), st.cur.Value()
+			st.unreported += int64(len(k) + len(v))
 			dk, err := snapshotfmt.DecodeKey(k)
 			if err != nil {
 				st.err = fmt.Errorf("%s: %w", st.cur.File().Path, err)
@@ -198,9 +200,15 @@ type entrySource interface {
 	Err() error
 	Close()
 	current() (key, val []byte, hash uint64)
+	uncount()
 }
 
 func (st *stream) current() ([]byte, []byte, uint64) { return st.key, st.val, st.hash }
+
+// uncount takes the current entry out of the progress count: it belongs to
+// another task (a later pass, or a neighbour sharing the old bucket), which
+// counts it, so progress ends at the source's logical size.
+func (st *stream) uncount() { st.unreported -= int64(len(st.key) + len(st.val)) }
 
 // merger merges streams of different old buckets by the encoded key after
 // the bucket field (state, key, sub-key): once each entry's bucket is
@@ -252,6 +260,7 @@ func (m *merger) Next() bool {
 }
 
 func (m *merger) current() ([]byte, []byte, uint64) { return m.top.current() }
+func (m *merger) uncount()                          { m.top.uncount() }
 func (m *merger) Err() error                        { return m.err }
 
 func (m *merger) Close() {
