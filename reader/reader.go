@@ -7,6 +7,7 @@ package reader
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,12 +15,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/objstorage"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/zeebo/xxh3"
+	"golang.org/x/sys/unix"
 
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
@@ -59,6 +62,10 @@ func Open(dir string, opts Options) (*Snapshot, error) {
 		return nil, fmt.Errorf("open %s: %w", mp, err)
 	}
 	defer f.Close()
+	// Refuse an oversized manifest by its size, before reading any of it.
+	if st, err := f.Stat(); err == nil && st.Size() > snapshotfmt.MaxManifestSize {
+		return nil, fmt.Errorf("%w: %s is %d bytes, over the %d MiB bound", snapshotfmt.ErrTooLarge, mp, st.Size(), snapshotfmt.MaxManifestSize>>20)
+	}
 	m, err := snapshotfmt.ReadManifest(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", mp, err)
@@ -115,11 +122,57 @@ func openNoFollow(p string) (*os.File, error) {
 	return f, nil
 }
 
+// OpenInside opens rel (a path listed in the manifest, "dir/name") under
+// the snapshot directory without following a symbolic link at any of its
+// components: a data/ or workers/ directory that links out of the snapshot
+// is refused like a linked file.
+func (s *Snapshot) OpenInside(rel string) (*os.File, error) {
+	parts := strings.Split(rel, "/")
+	dirfd, err := unix.Open(s.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: s.dir, Err: err}
+	}
+	for i, part := range parts[:len(parts)-1] {
+		fd, err := unix.Openat(dirfd, part, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(dirfd)
+		if err != nil {
+			p := filepath.Join(s.dir, filepath.FromSlash(strings.Join(parts[:i+1], "/")))
+			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+				if st, lerr := os.Lstat(p); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
+					return nil, fmt.Errorf("%w: %s is a symbolic link; a snapshot's directories must be its own", snapshotfmt.ErrCorrupt, p)
+				}
+			}
+			return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		dirfd = fd
+	}
+	defer unix.Close(dirfd)
+	p := s.Path(rel)
+	fd, err := unix.Openat(dirfd, parts[len(parts)-1], unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("%w: %s is a symbolic link; snapshot files must be regular files", snapshotfmt.ErrCorrupt, p)
+		}
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is not a regular file", snapshotfmt.ErrCorrupt, p)
+	}
+	return f, nil
+}
+
 // OpenListed opens a file listed in the manifest, checks its size and (unless
 // skipped) its whole-file checksum, and returns it positioned at 0.
 func (s *Snapshot) OpenListed(rel string, size int64, checksum string) (*os.File, error) {
 	p := s.Path(rel)
-	f, err := openNoFollow(p)
+	f, err := s.OpenInside(rel)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s is listed in the manifest but missing", snapshotfmt.ErrCorrupt, rel)
@@ -209,6 +262,10 @@ func (s *Snapshot) OpenFile(ctx context.Context, df snapshotfmt.DataFile, lower,
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckTableFooter(f, df.Size); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, df.Path, err)
+	}
 	rd, err := sstable.NewSimpleReadable(vfsFile{f})
 	if err != nil {
 		f.Close()
@@ -228,6 +285,41 @@ func (s *Snapshot) OpenFile(ctx context.Context, df snapshotfmt.DataFile, lower,
 		df: df, r: r, it: it, smallest: df.SmallestKey(), largest: df.LargestKey(),
 		bounded: lower != nil || upper != nil,
 	}, nil
+}
+
+// CheckTableFooter refuses a table whose footer points outside the file.
+// Pebble checks offset+length <= size, but in uint64 arithmetic that wraps:
+// a crafted footer (metaindex at 2^64-2^40+16, length 2^40) passes, and
+// Pebble callocs the claimed length before reading, which kills the
+// process when the allocation fails ("fatal error: out of memory"). The
+// rocksdb/pebble footer is the last 53 bytes: checksum type, the metaindex
+// and index handles (offset and length varints), version, magic.
+func CheckTableFooter(r io.ReaderAt, size int64) error {
+	const footerLen = 53
+	if size < footerLen {
+		return fmt.Errorf("table of %d bytes is shorter than its footer", size)
+	}
+	var buf [footerLen]byte
+	if _, err := r.ReadAt(buf[:], size-footerLen); err != nil {
+		return fmt.Errorf("read footer: %w", err)
+	}
+	b := buf[1 : footerLen-12]
+	for _, name := range []string{"metaindex", "index"} {
+		off, n := binary.Uvarint(b)
+		if n <= 0 {
+			return fmt.Errorf("%s block handle does not decode", name)
+		}
+		b = b[n:]
+		length, n := binary.Uvarint(b)
+		if n <= 0 {
+			return fmt.Errorf("%s block handle does not decode", name)
+		}
+		b = b[n:]
+		if off > uint64(size) || length > uint64(size)-off {
+			return fmt.Errorf("%s block handle (offset %d, length %d) lies outside the %d-byte file", name, off, length, size)
+		}
+	}
+	return nil
 }
 
 // newTableReader opens a table, turning a panic inside Pebble on a crafted

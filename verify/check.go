@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -367,14 +366,14 @@ func (c *checker) openChecked(rel string, size int64, checksum string, bucket in
 		f.File, f.Bucket = rel, bucket
 		c.em.emit(f)
 	}
-	p := c.snap.Path(rel)
-	fh, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// No symbolic link is followed, at the file or its directory.
+	fh, err := c.snap.OpenInside(rel)
 	if err != nil {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			report(FileMissing, "listed in the manifest but missing")
-		case errors.Is(err, syscall.ELOOP):
-			report(FileNotRegular, "is a symbolic link; snapshot files must be regular files")
+		case errors.Is(err, snapshotfmt.ErrCorrupt):
+			report(FileNotRegular, "%v", err)
 		default:
 			report(FileUnreadable, "%v", err)
 		}
@@ -508,6 +507,15 @@ func (c *checker) checkDataFile(df snapshotfmt.DataFile, st *scanStats) (res fil
 // openTable opens a checked file as a table; a panic inside Pebble on a
 // crafted table (one whose checksum matches) becomes an error.
 func openTable(ctx context.Context, fh *os.File) (r *sstable.Reader, err error) {
+	// A footer pointing outside the file makes Pebble allocate what it
+	// claims (a failed calloc kills the process): refuse it first.
+	if st, err := fh.Stat(); err != nil {
+		fh.Close()
+		return nil, err
+	} else if err := reader.CheckTableFooter(fh, st.Size()); err != nil {
+		fh.Close()
+		return nil, err
+	}
 	rd, err := sstable.NewSimpleReadable(vfsFile{fh})
 	if err != nil {
 		fh.Close()
