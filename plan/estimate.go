@@ -2,20 +2,33 @@ package plan
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/sstable"
 
 	"github.com/rebucket/rebucket/reader"
 )
 
-// ScanRate is a throughput measured on this machine by reading part of a
-// snapshot: Bytes of data files (on-disk size, checksummed, decoded) in
-// Elapsed, by one goroutine.
+// ScanRate is a throughput measured on this machine by copying part of a
+// snapshot: Bytes of data files (on-disk size) checksummed, decoded, and
+// encoded again into a table (snappy, as the writer does, output
+// discarded) in Elapsed, by one goroutine.
 type ScanRate struct {
 	Bytes   int64         `json:"bytes"`
 	Entries uint64        `json:"entries"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 	Files   int           `json:"files"`
 }
+
+// discard is a table sink that keeps nothing.
+type discard struct{}
+
+func (discard) Write([]byte) error { return nil }
+func (discard) Finish() error      { return nil }
+func (discard) Abort()             {}
 
 // BytesPerSecond is the measured rate (0 when nothing was read).
 func (r ScanRate) BytesPerSecond() float64 {
@@ -25,10 +38,11 @@ func (r ScanRate) BytesPerSecond() float64 {
 	return float64(r.Bytes) / r.Elapsed.Seconds()
 }
 
-// MeasureScanRate reads whole data files of the snapshot, first to last,
-// until about limit bytes or a second have passed, and times it. It is the
-// figure the rewrite estimate is built on: a rewrite's work is dominated by
-// reading, rehashing and writing the same bytes.
+// MeasureScanRate copies whole data files of the snapshot (read, decode,
+// encode into a discarded table), first to last, until about limit bytes
+// or a second have passed, and times it. It is the figure the rewrite
+// estimate is built on: a rewrite's work is dominated by reading,
+// rehashing and writing the same bytes.
 func MeasureScanRate(ctx context.Context, s *reader.Snapshot, limit int64) (ScanRate, error) {
 	var r ScanRate
 	start := time.Now()
@@ -40,10 +54,19 @@ func MeasureScanRate(ctx context.Context, s *reader.Snapshot, limit int64) (Scan
 		if err != nil {
 			return r, err
 		}
+		w := sstable.NewWriter(discard{}, sstable.WriterOptions{TableFormat: sstable.TableFormatPebblev4, Compression: sstable.SnappyCompression})
 		for fi.Next() {
+			if err = w.Set(fi.Key(), fi.Value()); err != nil {
+				break
+			}
 			r.Entries++
 		}
-		err = fi.Err()
+		if err == nil {
+			err = fi.Err()
+		}
+		if e := w.Close(); err == nil {
+			err = e
+		}
 		fi.Close()
 		if err != nil {
 			return r, err
@@ -55,28 +78,95 @@ func MeasureScanRate(ctx context.Context, s *reader.Snapshot, limit int64) (Scan
 	return r, nil
 }
 
+// DiskRate is a write throughput measured on this machine: Bytes written
+// to a new file and fsynced in Elapsed, and the time of one fsync of a
+// small new file (the cost every data file of a rewrite pays once).
+type DiskRate struct {
+	Dir       string        `json:"dir"`
+	Bytes     int64         `json:"bytes"`
+	Elapsed   time.Duration `json:"elapsed_ns"`
+	FileFsync time.Duration `json:"file_fsync_ns"`
+}
+
+// MeasureDisk writes and fsyncs a 16 MiB file and a small one in dir (a
+// temporary directory there, removed afterwards).
+func MeasureDisk(dir string) (DiskRate, error) {
+	r := DiskRate{Dir: dir}
+	tmp, err := os.MkdirTemp(dir, ".rebucket-disk-probe-")
+	if err != nil {
+		return r, fmt.Errorf("measure disk in %s: %w", dir, err)
+	}
+	defer os.RemoveAll(tmp)
+	write := func(name string, size int) (time.Duration, error) {
+		buf := make([]byte, size)
+		for i := range buf {
+			buf[i] = byte(i * 7919 >> 3) // not all zeros, in case of compressing filesystems
+		}
+		start := time.Now()
+		f, err := os.Create(filepath.Join(tmp, name))
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		if _, err := f.Write(buf); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+		return time.Since(start), nil
+	}
+	const big = 16 << 20
+	if r.Elapsed, err = write("big", big); err != nil {
+		return r, fmt.Errorf("measure disk in %s: %w", dir, err)
+	}
+	r.Bytes = big
+	if r.FileFsync, err = write("small", 4<<10); err != nil {
+		return r, fmt.Errorf("measure disk in %s: %w", dir, err)
+	}
+	return r, nil
+}
+
 // RewriteEstimate is an estimated wall time for a rewrite plan.
 type RewriteEstimate struct {
 	Rate ScanRate      `json:"measured_scan"`
+	Disk DiskRate      `json:"measured_disk"`
 	Time time.Duration `json:"estimated_ns"`
+	// CPUTime, WriteTime and FileTime are the parts of Time: the copy
+	// work over the parallelism, writing the output (and spill) to disk,
+	// and one fsync per output file.
+	CPUTime   time.Duration `json:"cpu_ns"`
+	WriteTime time.Duration `json:"write_ns"`
+	FileTime  time.Duration `json:"files_ns"`
+	Files     int           `json:"output_files_estimate"`
 	// Basis says where the figure comes from, in words.
 	Basis string `json:"basis"`
 }
 
-// EstimateRewrite estimates the wall time of p from a measured scan rate:
-// every byte read, written, and spilled (written and read back) is assumed
-// to cost what a byte of scanning cost, spread over the plan's parallelism
-// (at most the cores the scan did not use, so this leans slow).
-func EstimateRewrite(p RewritePlan, rate ScanRate) RewriteEstimate {
-	e := RewriteEstimate{Rate: rate}
+// EstimateRewrite estimates the wall time of p from measured rates: the
+// copy work (every source byte read, once per pass, at the measured copy
+// rate, and each spilled byte twice) divided over the plan's parallelism,
+// plus writing the output and spill at the measured disk rate, plus one
+// fsync per output file (a split writes at least one file per new bucket).
+func EstimateRewrite(p RewritePlan, rate ScanRate, disk DiskRate) RewriteEstimate {
+	e := RewriteEstimate{Rate: rate, Disk: disk}
 	bps := rate.BytesPerSecond()
 	if bps == 0 {
 		e.Basis = "no data was read, so there is no measured rate"
 		return e
 	}
-	work := float64(p.ReadBytes + p.WriteBytes + 2*p.SpillBytes)
 	par := float64(max(1, p.Parallelism))
-	e.Time = time.Duration(work / bps / par * float64(time.Second))
-	e.Basis = "measured on this machine: one goroutine scanned (checksummed and decoded) part of this snapshot; the estimate charges that rate for every byte read, written and spilled (twice), divided over the parallelism"
+	sec := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
+	e.CPUTime = sec(float64(p.ReadBytes+2*p.SpillBytes) / bps / par)
+	if disk.Elapsed > 0 && disk.Bytes > 0 {
+		e.WriteTime = sec(float64(p.WriteBytes+p.SpillBytes) / (float64(disk.Bytes) / disk.Elapsed.Seconds()))
+	}
+	e.Files = int(p.To.Buckets)
+	if p.Strategy != StrategySplit {
+		e.Files = int((p.WriteBytes+(128<<20)-1)/(128<<20)) + p.Parallelism*max(1, p.Groups)
+	}
+	e.FileTime = time.Duration(float64(e.Files) * float64(disk.FileFsync) / par)
+	e.Time = e.CPUTime + e.WriteTime + e.FileTime
+	e.Basis = "measured on this machine just now: one goroutine copied part of this snapshot (checksum, decode, re-encode with snappy), and a 16 MiB file and a small one were written and fsynced; the estimate is copy work over the parallelism, plus output and spill at the disk rate, plus one fsync per output file"
 	return e
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -167,7 +168,11 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 		if err != nil {
 			return err
 		}
-		e := plan.EstimateRewrite(p, rate)
+		disk, err := plan.MeasureDisk(os.TempDir())
+		if err != nil {
+			return err
+		}
+		e := plan.EstimateRewrite(p, rate, disk)
 		rep.Rewrite, rep.Estimate = &p, &e
 		rep.Warnings = append(rep.Warnings, p.Warnings...)
 	}
@@ -237,7 +242,7 @@ func renderWidthPlan(w io.Writer, p plan.WidthPlan) {
 		fmt.Fprintf(w, "feasible, every worker owns state (%d buckets over %d workers)\n", p.Buckets, p.Width)
 	} else {
 		fmt.Fprintf(w, "NOT feasible as asked: at most %d workers can own state with %d buckets; %d of %d workers would own nothing (idle: %s)\n",
-			p.Buckets, p.Buckets, len(p.Idle), p.Width, compactInts(p.Idle))
+			p.Buckets, p.Buckets, len(p.Idle), p.Width, idleList(p.Idle))
 	}
 	fmt.Fprintf(w, "  buckets to workers:\n")
 	const maxRows = 16
@@ -303,10 +308,12 @@ func renderPlanRewrite(w io.Writer, p *plan.RewritePlan, e *plan.RewriteEstimate
 	fmt.Fprintf(w, "  memory       peak about %s\n", units.Bytes(p.PeakMemory))
 	if e != nil {
 		if e.Time > 0 {
-			fmt.Fprintf(w, "  time         about %s\n", units.Duration(e.Time))
+			fmt.Fprintf(w, "  time         about %s: copy work %s, disk writes %s, %d file fsyncs %s\n", units.Duration(e.Time),
+				units.Duration(e.CPUTime), units.Duration(e.WriteTime), e.Files, units.Duration(e.FileTime))
 		}
-		fmt.Fprintf(w, "               (%s; scan of %s in %d file(s) took %s, %s)\n", e.Basis, units.Bytes(e.Rate.Bytes), e.Rate.Files,
-			units.Duration(e.Rate.Elapsed), units.Rate(e.Rate.Bytes, e.Rate.Elapsed))
+		fmt.Fprintf(w, "%s\n", wrap(fmt.Sprintf("(%s. Copy: %s in %d file(s) in %s, %s; disk (%s): %s, one small-file fsync %s.)",
+			e.Basis, units.Bytes(e.Rate.Bytes), e.Rate.Files, units.Duration(e.Rate.Elapsed), units.Rate(e.Rate.Bytes, e.Rate.Elapsed),
+			e.Disk.Dir, units.Rate(e.Disk.Bytes, e.Disk.Elapsed), units.Duration(e.Disk.FileFsync)), 78, "               "))
 	}
 }
 
@@ -337,6 +344,15 @@ func renderRecommendation(w io.Writer, r *plan.Recommendation) {
 		fmt.Fprintf(w, "  %-8d %-14d %-16g ~%-11s %s%s\n", c.Buckets, len(c.Divisors), c.BucketsPerWorkerAtPeak, units.Bytes(c.ManifestBytes), intsString(divs), more)
 	}
 	fmt.Fprintf(w, "\nfor the deployment record:\n\n%s\n", wrap(r.Record, 78, "  "))
+}
+
+// idleList names idle workers, the first few when there are many.
+func idleList(v []int) string {
+	const most = 16
+	if len(v) <= most {
+		return compactInts(v)
+	}
+	return compactInts(v[:most]) + fmt.Sprintf(", ... (%d in all; --json lists them)", len(v))
 }
 
 // compactInts prints 1,2,3,7 as "1-3, 7".
