@@ -70,7 +70,22 @@ type Snapshot struct {
 	stateEntries  map[uint16]uint64
 	workerStates  []snapshotfmt.WorkerState
 	openWriters   int
+
+	// Data files are fsynced in the background (syncFile) so a writer
+	// goes on with its next file while the disk catches up; Commit waits
+	// for every sync before the manifest. syncErr is the first failure.
+	syncs   sync.WaitGroup
+	syncSem chan struct{}
+	syncErr error
 }
+
+// maxBackgroundSyncs bounds the data files being fsynced at once (each
+// holds an open descriptor).
+const maxBackgroundSyncs = 16
+
+// bufPool holds the write buffers of data files, reused across files: a
+// rewrite into thousands of buckets would otherwise allocate one per file.
+var bufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 256<<10) }}
 
 // Create begins a snapshot at target (see Begin for the checks).
 func Create(target string, h Header, opts Options) (*Snapshot, error) {
@@ -112,7 +127,7 @@ func Create(target string, h Header, opts Options) (*Snapshot, error) {
 	return &Snapshot{
 		stage: st, header: h, opts: opts, wopts: wo, states: states,
 		bucketEntries: make([]uint64, n), bucketBytes: make([]uint64, n),
-		stateEntries: map[uint16]uint64{},
+		stateEntries: map[uint16]uint64{}, syncSem: make(chan struct{}, maxBackgroundSyncs),
 	}, nil
 }
 
@@ -233,7 +248,9 @@ func (bw *BucketWriter) openFile(bucket uint32, first []byte) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
-	hw := &hashingWritable{f: f, path: p, bw: bufio.NewWriterSize(f, 1<<20), h: xxh3.New()}
+	buf := bufPool.Get().(*bufio.Writer)
+	buf.Reset(f)
+	hw := &hashingWritable{s: bw.s, f: f, path: p, bw: buf, h: xxh3.New()}
 	bw.cur = &openFile{
 		path: rel, f: f, hw: hw, w: sstable.NewWriter(hw, bw.s.wopts),
 		smallest: append([]byte(nil), first...), bucketLo: bucket,
@@ -308,6 +325,7 @@ func (bw *BucketWriter) Abort() {
 // hashingWritable is an objstorage.Writable over a file that checksums the
 // bytes as they pass (the writer appends only, so this is the whole file).
 type hashingWritable struct {
+	s    *Snapshot
 	f    fsx.File
 	path string
 	bw   *bufio.Writer
@@ -329,14 +347,35 @@ func (w *hashingWritable) Finish() error {
 		w.f.Close()
 		return fmt.Errorf("write %s: %w", w.path, err)
 	}
-	if err := w.f.Sync(); err != nil {
-		w.f.Close()
-		return fmt.Errorf("fsync %s: %w", w.path, err)
-	}
-	if err := w.f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", w.path, err)
-	}
+	w.bw.Reset(nil)
+	bufPool.Put(w.bw)
+	w.bw = nil
+	w.s.syncFile(w.f, w.path)
 	return nil
+}
+
+// syncFile fsyncs and closes a finished data file in the background; a
+// failure fails Commit.
+func (s *Snapshot) syncFile(f fsx.File, path string) {
+	s.syncSem <- struct{}{}
+	s.syncs.Add(1)
+	go func() {
+		defer func() { <-s.syncSem; s.syncs.Done() }()
+		err := f.Sync()
+		if err != nil {
+			err = fmt.Errorf("fsync %s: %w", path, err)
+		}
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close %s: %w", path, cerr)
+		}
+		if err != nil {
+			s.mu.Lock()
+			if s.syncErr == nil {
+				s.syncErr = err
+			}
+			s.mu.Unlock()
+		}
+	}()
 }
 
 func (w *hashingWritable) Abort() { w.f.Close() }
@@ -418,6 +457,7 @@ func (s *Snapshot) manifest() *snapshotfmt.Manifest {
 func (s *Snapshot) Commit() (*snapshotfmt.Manifest, error) {
 	m, err := s.commit()
 	if err != nil {
+		s.syncs.Wait()
 		s.stage.Abort()
 		return nil, err
 	}
@@ -430,6 +470,10 @@ func (s *Snapshot) commit() (*snapshotfmt.Manifest, error) {
 	s.mu.Unlock()
 	if open != 0 {
 		return nil, fmt.Errorf("commit with %d bucket writers still open", open)
+	}
+	s.syncs.Wait()
+	if s.syncErr != nil {
+		return nil, s.syncErr
 	}
 	m := s.manifest()
 	if err := m.Validate(); err != nil {
@@ -455,4 +499,7 @@ func (s *Snapshot) commit() (*snapshotfmt.Manifest, error) {
 }
 
 // Abort removes everything written and releases the lock.
-func (s *Snapshot) Abort() { s.stage.Abort() }
+func (s *Snapshot) Abort() {
+	s.syncs.Wait()
+	s.stage.Abort()
+}
