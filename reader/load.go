@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,10 +13,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
-	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -97,6 +97,8 @@ func OpenStore(dir string) (*pebble.DB, error) {
 // straddle the range are clipped: their in-range entries are rewritten into
 // a new table, which is ingested. A file's whole-file checksum is checked
 // before Pebble sees it (unless the snapshot was opened with SkipChecksums).
+// On error dir is left as it is, for the caller to remove (rebucket load
+// builds every worker inside one staged directory and drops it whole).
 func (l *Loader) BuildStore(ctx context.Context, i int, dir string) (StoreStats, error) {
 	return l.BuildStoreWith(ctx, i, dir, BuildOptions{})
 }
@@ -182,10 +184,11 @@ func (l *Loader) fillStore(ctx context.Context, db *pebble.DB, part WorkerPart, 
 	if !part.Owns || len(part.Files) == 0 {
 		return nil
 	}
-	if err := os.Mkdir(staging, 0o755); err != nil {
+	fsys := fsx.Or(l.s.opts.FS)
+	if err := fsys.Mkdir(staging, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", staging, err)
 	}
-	defer os.RemoveAll(staging)
+	defer fsys.RemoveAll(staging)
 	lower := snapshotfmt.BucketPrefix(uint32(part.BucketLo))
 	upper := snapshotfmt.BucketUpperBound(uint32(part.BucketHi))
 	var paths []string
@@ -277,7 +280,8 @@ func (l *Loader) stageWhole(df snapshotfmt.DataFile, dst string) (linked bool, e
 	}
 	defer f.Close()
 	l.verified.Store(df.Path, struct{}{})
-	if err := os.Link(l.s.Path(df.Path), dst); err == nil {
+	fsys := fsx.Or(l.s.opts.FS)
+	if err := fsys.Link(l.s.Path(df.Path), dst); err == nil {
 		// Make sure the link names the file we checked, not one swapped in
 		// meanwhile.
 		a, e1 := f.Stat()
@@ -285,13 +289,19 @@ func (l *Loader) stageWhole(df snapshotfmt.DataFile, dst string) (linked bool, e
 		if e1 == nil && e2 == nil && os.SameFile(a, b) {
 			return true, nil
 		}
-		os.Remove(dst)
+		fsys.Remove(dst)
 	}
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	out, err := fsx.Create(fsys, dst, 0o644)
 	if err != nil {
 		return false, fmt.Errorf("create %s: %w", dst, err)
 	}
-	if _, err := io.Copy(out, io.NewSectionReader(f, 0, df.Size)); err != nil {
+	if _, err := io.Copy(out, io.NewSectionReader(l.s.readerOf(f), 0, df.Size)); err != nil {
+		out.Close()
+		return false, fmt.Errorf("copy %s to %s: %w", df.Path, dst, err)
+	}
+	// Pebble's ingest links the file into the store: make the copy
+	// durable first.
+	if err := out.Sync(); err != nil {
 		out.Close()
 		return false, fmt.Errorf("copy %s to %s: %w", df.Path, dst, err)
 	}
@@ -309,11 +319,12 @@ func (l *Loader) clip(ctx context.Context, df snapshotfmt.DataFile, lower, upper
 		return 0, err
 	}
 	defer fi.Close()
-	f, err := vfs.Default.Create(dst, vfs.WriteCategoryUnspecified)
+	fsys := fsx.Or(l.s.opts.FS)
+	f, err := fsx.Create(fsys, dst, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("create %s: %w", dst, err)
 	}
-	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{
+	w := sstable.NewWriter(&fileWritable{f: f, bw: bufio.NewWriterSize(f, 256<<10)}, sstable.WriterOptions{
 		TableFormat: sstable.TableFormatPebblev4, Compression: sstable.SnappyCompression,
 	})
 	var n uint64
@@ -332,7 +343,7 @@ func (l *Loader) clip(ctx context.Context, df snapshotfmt.DataFile, lower, upper
 		return 0, fmt.Errorf("finish %s: %w", dst, err)
 	}
 	if n == 0 {
-		os.Remove(dst)
+		fsys.Remove(dst)
 	}
 	return n, nil
 }
@@ -342,12 +353,13 @@ func (l *Loader) writeStates(i int, dir string, st *StoreStats) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	fsys := fsx.Or(l.s.opts.FS)
+	if err := fsys.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	for _, ws := range states {
 		name := StateFileName(ws.Step, ws.Name)
-		if err := os.WriteFile(filepath.Join(dir, name), snapshotfmt.EncodeWorkerItems(ws.Items), 0o644); err != nil {
+		if err := writeFileSync(fsys, filepath.Join(dir, name), snapshotfmt.EncodeWorkerItems(ws.Items)); err != nil {
 			return fmt.Errorf("write per-worker state %s: %w", ws.QualifiedName(), err)
 		}
 		st.StateFiles = append(st.StateFiles, StateDir+"/"+name)
@@ -415,3 +427,45 @@ func (l *Loader) CheckStore(ctx context.Context, i int, dir string) (StoreCheck,
 // ErrLoadMismatch marks stores that do not hold the snapshot's entries
 // exactly once.
 var ErrLoadMismatch = errors.New("worker stores do not match the snapshot")
+
+// fileWritable is an objstorage.Writable over an fsx.File: buffered
+// writes, fsync at Finish.
+type fileWritable struct {
+	f  fsx.File
+	bw *bufio.Writer
+}
+
+func (w *fileWritable) Write(p []byte) error {
+	_, err := w.bw.Write(p)
+	return err
+}
+
+func (w *fileWritable) Finish() error {
+	err := w.bw.Flush()
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (w *fileWritable) Abort() { w.f.Close() }
+
+// writeFileSync writes a new file and fsyncs it.
+func writeFileSync(fsys fsx.FS, p string, data []byte) error {
+	f, err := fsx.Create(fsys, p, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
