@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -145,7 +146,9 @@ func openPart(p string) (part, error) {
 	case bytes.HasPrefix(head, []byte("PAR1")):
 		pt, err = openParquet(f, size)
 	case bytes.HasPrefix(head, []byte("ARROW1")):
-		pt, err = openArrow(f)
+		if err = checkArrowFooter(f, size); err == nil {
+			pt, err = openArrow(f)
+		}
 	default:
 		f.Close()
 		return nil, fmt.Errorf("%w: %s is not a Parquet or Arrow IPC file (it starts with %q%s)", snapshotfmt.ErrCorrupt, p, head, looksLike(head))
@@ -170,6 +173,10 @@ func looksLike(head []byte) string {
 // corrupt turns a panic inside a decoder of foreign bytes into ErrCorrupt.
 func corrupt(what string, err *error) {
 	if r := recover(); r != nil {
+		if e, ok := r.(error); ok && errors.Is(e, snapshotfmt.ErrTooLarge) {
+			*err = fmt.Errorf("%s: %w", what, e)
+			return
+		}
 		*err = fmt.Errorf("%w: %s: the decoder failed on damaged data: %v", snapshotfmt.ErrCorrupt, what, r)
 	}
 }
@@ -291,6 +298,54 @@ func (p *parquetPart) scan(ctx context.Context, cols []string, fn func([]cell) e
 
 // ---- Arrow IPC ----
 
+// maxArrowLive bounds the memory the Arrow IPC reader may hold at once. The
+// reader trusts the lengths a file claims (a compressed buffer states its
+// decompressed size), so a damaged or hostile file could otherwise ask for
+// hundreds of GiB; one record batch of an export is far below this.
+const maxArrowLive = 1 << 30
+
+// errArrowTooLarge is what limitAllocator panics with; scan's recover turns
+// it into an error.
+var errArrowTooLarge = fmt.Errorf("%w: an Arrow record batch claims more than %d MiB (damaged, or batches too large: write smaller ones)", snapshotfmt.ErrTooLarge, maxArrowLive>>20)
+
+// limitAllocator is the Go allocator with a bound on live bytes.
+type limitAllocator struct {
+	mu   sync.Mutex
+	live int64
+	max  int64
+	base memory.GoAllocator
+}
+
+func (a *limitAllocator) reserve(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n < 0 || a.live+int64(n) > a.max {
+		panic(errArrowTooLarge)
+	}
+	a.live += int64(n)
+}
+
+func (a *limitAllocator) release(n int) {
+	a.mu.Lock()
+	a.live -= int64(n)
+	a.mu.Unlock()
+}
+
+func (a *limitAllocator) Allocate(size int) []byte {
+	a.reserve(size)
+	return a.base.Allocate(size)
+}
+
+func (a *limitAllocator) Reallocate(size int, b []byte) []byte {
+	a.reserve(size - len(b))
+	return a.base.Reallocate(size, b)
+}
+
+func (a *limitAllocator) Free(b []byte) {
+	a.release(len(b))
+	a.base.Free(b)
+}
+
 type arrowPart struct {
 	f    *os.File
 	r    *ipc.FileReader
@@ -300,7 +355,7 @@ type arrowPart struct {
 
 func openArrow(f *os.File) (ap *arrowPart, err error) {
 	defer corrupt("arrow footer", &err)
-	r, err := ipc.NewFileReader(f, ipc.WithAllocator(memory.DefaultAllocator))
+	r, err := ipc.NewFileReader(f, ipc.WithAllocator(&limitAllocator{max: maxArrowLive}))
 	if err != nil {
 		return nil, fmt.Errorf("%w: not a readable Arrow IPC file (truncated or damaged?): %v", snapshotfmt.ErrCorrupt, err)
 	}
