@@ -10,6 +10,7 @@ package extsort
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/binary"
@@ -168,8 +169,17 @@ func (s *Sorter) value(e entry) []byte {
 	return s.chunks[e.chunk][e.off+e.klen : e.off+e.klen+e.vlen]
 }
 
+// sortIndex sorts the buffered entries by key, equal keys in insertion
+// order. Entries were added in (chunk, offset) order, so an unstable sort
+// with that as the tie-break is stable, and several times faster than
+// slices.SortStableFunc (insertion sort and symmerge) on large runs.
 func (s *Sorter) sortIndex() {
-	slices.SortStableFunc(s.index, func(a, b entry) int { return bytes.Compare(s.key(a), s.key(b)) })
+	slices.SortFunc(s.index, func(a, b entry) int {
+		if c := bytes.Compare(s.key(a), s.key(b)); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.chunk, b.chunk), cmp.Compare(a.off, b.off))
+	})
 }
 
 // spill writes the buffered entries as one sorted run and frees them.
