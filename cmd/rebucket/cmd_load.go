@@ -48,9 +48,15 @@ ceil(i*N/W)..ceil((i+1)*N/W)-1) and builds, for each, DIR/worker-NNNN with:
   state/   its per-worker states after redistribution (split: round-robin,
            union: all items, broadcast: the one copy), a file per state.
 
+With --clip excise a straddling file is ingested whole and the spans outside
+the range are excised (Pebble keeps the file as virtual tables): nothing is
+rewritten, at the price of each store keeping the whole file until its
+compactions rewrite it (shared by hard links on one filesystem).
+
 It then reads every store back and checks that together they hold every
-entry exactly once, each in the worker owning its bucket. DIR is built in a
-temporary directory beside it and published by rename.
+entry exactly once, each in the worker owning its bucket, and writes
+DIR/LOAD.json describing the load. DIR is built in a temporary directory
+beside it and published by rename.
 
 Above the bucket count N, --on-excess decides: reject (default) refuses,
 naming the ceiling and the rewrite that raises it; cap loads N workers; idle
