@@ -24,6 +24,7 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -32,6 +33,19 @@ type Options struct {
 	// SkipChecksums trusts data files without hashing them first. Only for
 	// files this process has just written and checked.
 	SkipChecksums bool
+	// FS, when set, carries the loader's writes and sees every read of a
+	// listed file (tests inject faults through it, see fsx.Faulty);
+	// opening never follows a link whatever it is.
+	FS fsx.FS
+}
+
+// readerOf is the file as the snapshot reads it: through Options.FS when
+// that wraps files (fault injection), else the file itself.
+func (s *Snapshot) readerOf(f *os.File) fsx.File {
+	if w, ok := s.opts.FS.(interface{ Wrap(fsx.File) fsx.File }); ok {
+		return w.Wrap(f)
+	}
+	return f
 }
 
 // Snapshot is an opened, complete snapshot. It only ever reads.
@@ -190,7 +204,7 @@ func (s *Snapshot) OpenListed(rel string, size int64, checksum string) (*os.File
 	}
 	if !s.opts.SkipChecksums {
 		h := xxh3.New()
-		if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {
+		if _, err := io.Copy(h, io.NewSectionReader(s.readerOf(f), 0, size)); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("read %s: %w", p, err)
 		}
@@ -210,7 +224,7 @@ func (s *Snapshot) ReadWorkerFile(wf snapshotfmt.WorkerFile) ([][]byte, error) {
 	}
 	defer f.Close()
 	data := make([]byte, wf.Size)
-	if _, err := io.ReadFull(f, data); err != nil {
+	if _, err := io.ReadFull(s.readerOf(f), data); err != nil {
 		return nil, fmt.Errorf("read %s: %w", wf.Path, err)
 	}
 	items, err := snapshotfmt.DecodeWorkerItems(data)
@@ -231,7 +245,7 @@ func (s *Snapshot) ReadWorkerFileRaw(wf snapshotfmt.WorkerFile) ([]byte, error) 
 	}
 	defer f.Close()
 	data := make([]byte, wf.Size)
-	if _, err := io.ReadFull(f, data); err != nil {
+	if _, err := io.ReadFull(s.readerOf(f), data); err != nil {
 		return nil, fmt.Errorf("read %s: %w", wf.Path, err)
 	}
 	return data, nil
@@ -266,7 +280,7 @@ func (s *Snapshot) OpenFile(ctx context.Context, df snapshotfmt.DataFile, lower,
 		f.Close()
 		return nil, fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, df.Path, err)
 	}
-	rd, err := sstable.NewSimpleReadable(vfsFile{f})
+	rd, err := sstable.NewSimpleReadable(vfsFile{s.readerOf(f)})
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", df.Path, err)
@@ -399,8 +413,8 @@ func (fi *FileIter) Close() error {
 	return err
 }
 
-// vfsFile adapts *os.File to sstable.ReadableFile.
-type vfsFile struct{ *os.File }
+// vfsFile adapts a file to sstable.ReadableFile.
+type vfsFile struct{ fsx.File }
 
 func (f vfsFile) Stat() (vfs.FileInfo, error) {
 	st, err := f.File.Stat()

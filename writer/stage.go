@@ -216,7 +216,10 @@ func (s *Stage) Publish() error {
 	if err := s.fs.Remove(filepath.Join(s.dir, MarkerName)); err != nil {
 		return fmt.Errorf("remove run marker: %w", err)
 	}
-	if err := syncDir(s.fs, s.dir); err != nil {
+	// Everything under the directory becomes durable before the rename
+	// makes it visible, whoever wrote it (fsync of a file already synced
+	// is nearly free).
+	if err := syncTree(s.fs, s.dir); err != nil {
 		return err
 	}
 	parent := filepath.Dir(s.target)
@@ -299,6 +302,43 @@ func writeFileSync(fs fsx.FS, p string, data []byte) error {
 func syncDir(fs fsx.FS, p string) error {
 	if err := fsx.SyncDir(fs, p); err != nil {
 		return fmt.Errorf("fsync directory %s: %w", p, err)
+	}
+	return nil
+}
+
+// syncTree fsyncs every regular file and directory under root, directories
+// after their entries.
+func syncTree(fs fsx.FS, root string) error {
+	var dirs []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			dirs = append(dirs, p)
+		case d.Type().IsRegular():
+			f, err := fsx.Or(fs).Open(p)
+			if err != nil {
+				return err
+			}
+			err = f.Sync()
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("fsync %s: %w", p, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := syncDir(fs, dirs[i]); err != nil {
+			return err
+		}
 	}
 	return nil
 }

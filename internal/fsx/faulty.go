@@ -160,3 +160,7 @@ func (f *Faulty) Exchange(a, b string) error {
 	}
 	return Exchange(f.base(), a, b)
 }
+
+// Wrap makes reads, writes and fsyncs of an already open file go through
+// the faults (for files opened elsewhere, such as a snapshot's listed files).
+func (f *Faulty) Wrap(file File) File { return &faultyFile{File: file, fs: f} }
