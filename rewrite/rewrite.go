@@ -146,7 +146,11 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	p := plan.ForRewriteWith(m, to, plan.Resources{Memory: opts.Memory, Parallelism: opts.Parallelism})
 	tmpRoot := opts.TmpDir
-	if tmpRoot == "" {
+	if tmpRoot != "" {
+		if st, err := os.Stat(tmpRoot); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("%w: --tmp %s is not an existing directory", snapshotfmt.ErrInvalidArgument, tmpRoot)
+		}
+	} else {
 		abs, err := filepath.Abs(opts.Target)
 		if err != nil {
 			return nil, fmt.Errorf("target %s: %w", opts.Target, err)

@@ -352,6 +352,7 @@ func TestRewriteRefusals(t *testing.T) {
 		{"bad drop", filepath.Join(tmp, "a"), func(o *Options) { o.DropStates = []string{"no/such"} }, snapshotfmt.ErrInvalidArgument},
 		{"bad rename", filepath.Join(tmp, "b"), func(o *Options) { o.RenameStates = []string{"count/per_user=sessions/open"} }, snapshotfmt.ErrInvalidArgument},
 		{"bad buckets", filepath.Join(tmp, "c"), func(o *Options) { o.To.Buckets = 70000 }, snapshotfmt.ErrInvalidArgument},
+		{"tmp missing", filepath.Join(tmp, "f"), func(o *Options) { o.TmpDir = filepath.Join(tmp, "nope") }, snapshotfmt.ErrInvalidArgument},
 		{"tiny memory works", filepath.Join(tmp, "d"), func(o *Options) { o.Memory = 1 << 20 }, nil},
 	}
 	for _, c := range cases {
@@ -377,6 +378,22 @@ func TestRewriteRefusals(t *testing.T) {
 	}
 	if err := CheckDisk(filepath.Join(tmp, "e"), tmp, 1, 1<<62); !errors.Is(err, snapshotfmt.ErrRefused) {
 		t.Fatalf("disk check with spill: %v", err)
+	}
+}
+
+func TestRewriteEmptySource(t *testing.T) {
+	tmp := t.TempDir()
+	src := generate(t, tmp, fixtures.Spec{Buckets: 4, Keys: 20, EmptyBuckets: []int{0, 1, 2, 3}}, writer.Options{})
+	for _, to := range []snapshotfmt.Partitioning{{Buckets: 8}, {Buckets: 2}, {Buckets: 3}, {Buckets: 5, Mapping: snapshotfmt.MappingRange}} {
+		dst := filepath.Join(tmp, fmt.Sprint("dst", to.Buckets))
+		sum, err := Run(context.Background(), Options{Source: src, Target: dst, To: to})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc := readAll(t, dst, nil)
+		if sum.Entries != 0 || dc.total != 0 || len(dc.m.Files) != 0 || len(dc.workers) != 2 {
+			t.Fatalf("%v: %d entries, %d files, %d per-worker states", to, dc.total, len(dc.m.Files), len(dc.workers))
+		}
 	}
 }
 

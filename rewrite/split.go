@@ -157,9 +157,13 @@ func Split(ctx context.Context, opts SplitOptions) (*SplitSummary, error) {
 		return nil, fmt.Errorf("%w: split rule %q", snapshotfmt.ErrInvalidArgument, opts.Rule.Kind)
 	}
 	if !opts.SkipDiskCheck {
-		// Both outputs together are about the source's size.
+		// Both outputs together are about the source's size; on two
+		// filesystems either may receive nearly all of it.
 		need := m.DataBytes() + m.DataBytes()/20 + 2<<20
-		if err := CheckDisk(opts.OutA, filepath.Dir(mustAbs(opts.OutB)), need, 0); err != nil {
+		if err := CheckDisk(opts.OutA, filepath.Dir(mustAbs(opts.OutA)), need, 0); err != nil {
+			return nil, err
+		}
+		if err := CheckDisk(opts.OutB, filepath.Dir(mustAbs(opts.OutB)), need, 0); err != nil {
 			return nil, err
 		}
 	}
