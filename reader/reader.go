@@ -276,9 +276,9 @@ func (s *Snapshot) OpenFile(ctx context.Context, df snapshotfmt.DataFile, lower,
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckTableFooter(f, df.Size); err != nil {
+	if err := CheckTableFooter(s.readerOf(f), df.Size); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, df.Path, err)
+		return nil, tableErr(df.Path, err)
 	}
 	rd, err := sstable.NewSimpleReadable(vfsFile{s.readerOf(f)})
 	if err != nil {
@@ -288,17 +288,29 @@ func (s *Snapshot) OpenFile(ctx context.Context, df snapshotfmt.DataFile, lower,
 	r, err := newTableReader(ctx, rd)
 	if err != nil {
 		rd.Close()
-		return nil, fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, df.Path, err)
+		return nil, tableErr(df.Path, err)
 	}
 	it, err := r.NewIter(sstable.NoTransforms, lower, upper, sstable.AssertNoBlobHandles)
 	if err != nil {
 		r.Close()
-		return nil, fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, df.Path, err)
+		return nil, tableErr(df.Path, err)
 	}
 	return &FileIter{
 		df: df, r: r, it: it, smallest: df.SmallestKey(), largest: df.LargestKey(),
 		bounded: lower != nil || upper != nil,
 	}, nil
+}
+
+// tableErr classifies an error from reading a table: an I/O error under it
+// (EIO, a vanished file) is a failure to read, not damage, so it is not
+// ErrCorrupt (exit 4, not 2); anything else Pebble reports is damage.
+func tableErr(what string, err error) error {
+	var errno syscall.Errno
+	var pe *os.PathError
+	if errors.As(err, &errno) || errors.As(err, &pe) {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	return fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, what, err)
 }
 
 // CheckTableFooter refuses a table whose footer points outside the file.
@@ -360,7 +372,7 @@ func (fi *FileIter) Next() bool {
 	kv := advance()
 	if kv == nil {
 		if err := fi.it.Error(); err != nil {
-			fi.err = fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, fi.df.Path, err)
+			fi.err = tableErr(fi.df.Path, err)
 			return false
 		}
 		if !fi.bounded && fi.count != fi.df.Entries {
@@ -383,7 +395,7 @@ func (fi *FileIter) Next() bool {
 	}
 	v, _, err := kv.Value(nil)
 	if err != nil {
-		fi.err = fmt.Errorf("%w: %s: value of %x: %v", snapshotfmt.ErrCorrupt, fi.df.Path, k, err)
+		fi.err = tableErr(fmt.Sprintf("%s: value of %x", fi.df.Path, k), err)
 		return false
 	}
 	fi.prev = append(fi.prev[:0], k...)

@@ -232,13 +232,21 @@ func (s *Stage) Publish() error {
 		ents, _ := os.ReadDir(s.target)
 		if len(ents) > 0 {
 			if err := fsx.Exchange(s.fs, s.dir, s.target); err != nil {
+				if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
+					// A real failure (no space, I/O): the old target is
+					// untouched.
+					return fmt.Errorf("publish %s: %w", s.target, err)
+				}
 				// No exchange on this filesystem: move the old one aside first.
 				old = s.dir + ".old"
 				if err := s.fs.Rename(s.target, old); err != nil {
 					return fmt.Errorf("move old target aside: %w", err)
 				}
 				if err := s.fs.Rename(s.dir, s.target); err != nil {
-					_ = s.fs.Rename(old, s.target)
+					if rerr := s.fs.Rename(old, s.target); rerr != nil {
+						s.done = true // keep both: the old one is at old
+						return fmt.Errorf("publish %s: %w; restoring the old target failed too (%v): it is at %s", s.target, err, rerr, old)
+					}
 					return fmt.Errorf("publish %s: %w", s.target, err)
 				}
 			} else {

@@ -25,7 +25,8 @@ const (
 // Fault fails one kind of operation on matching paths.
 type Fault struct {
 	Op Op
-	// Path must be a substring of the file's path ("" matches all).
+	// Path must be a substring of the file's path ("" matches all); a
+	// trailing "$" makes it a suffix ("/data$": the directory itself).
 	Path string
 	// Err is the error returned, wrapped in an *os.PathError naming the
 	// operation and the file (syscall.ENOSPC, syscall.EIO, ...).
@@ -48,7 +49,14 @@ type Faulty struct {
 
 func (f *Faulty) fail(op Op, path string) error {
 	ft := f.Fault
-	if ft.Op != op || !strings.Contains(path, ft.Path) {
+	if ft.Op != op {
+		return nil
+	}
+	if suffix, ok := strings.CutSuffix(ft.Path, "$"); ok {
+		if !strings.HasSuffix(path, suffix) {
+			return nil
+		}
+	} else if !strings.Contains(path, ft.Path) {
 		return nil
 	}
 	if f.seen.Add(1) <= int64(ft.After) {
