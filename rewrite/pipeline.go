@@ -14,6 +14,7 @@ import (
 	"github.com/rebucket/rebucket/internal/extsort"
 	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/verify"
 	"github.com/rebucket/rebucket/writer"
 )
 
@@ -27,6 +28,34 @@ type run struct {
 
 	spilledBytes atomic.Int64
 	spilledRuns  atomic.Int64
+
+	// states is the target's states table; fp the merged fingerprints of
+	// what was routed (nil unless Options.Fingerprint).
+	states []snapshotfmt.State
+	fpMu   sync.Mutex
+	fp     *verify.Fingerprinter
+}
+
+// fingerprinter returns a Fingerprinter for one goroutine, or nil.
+func (r *run) fingerprinter() *verify.Fingerprinter {
+	if !r.opts.Fingerprint {
+		return nil
+	}
+	return verify.NewFingerprinter(r.to, r.states)
+}
+
+// addFingerprints merges one goroutine's fingerprints.
+func (r *run) addFingerprints(f *verify.Fingerprinter) {
+	if f == nil {
+		return
+	}
+	r.fpMu.Lock()
+	defer r.fpMu.Unlock()
+	if r.fp == nil {
+		r.fp = f
+		return
+	}
+	r.fp.Merge(f)
 }
 
 func (r *run) work(ctx context.Context) error {
@@ -134,12 +163,14 @@ func (r *run) runTasks(ctx context.Context, tasks []task) error {
 	var next atomic.Int64
 	for range min(r.opts.Parallelism, len(tasks)) {
 		g.Go(func() error {
+			fp := r.fingerprinter()
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(tasks) {
+					r.addFingerprints(fp)
 					return nil
 				}
-				if err := r.runTask(ctx, &tasks[i]); err != nil {
+				if err := r.runTask(ctx, &tasks[i], fp); err != nil {
 					return err
 				}
 			}
@@ -148,7 +179,7 @@ func (r *run) runTasks(ctx context.Context, tasks []task) error {
 	return g.Wait()
 }
 
-func (r *run) runTask(ctx context.Context, t *task) error {
+func (r *run) runTask(ctx context.Context, t *task, fp *verify.Fingerprinter) error {
 	var in entrySource
 	if len(t.old) == 1 {
 		in = r.src.newStream(ctx, r.src.spansOf(t.old[0], t.old[0]))
@@ -187,6 +218,11 @@ func (r *run) runTask(ctx context.Context, t *task) error {
 		snapshotfmt.WithBucket(buf, j)
 		if err := bw.Add(buf, v); err != nil {
 			return fail(err)
+		}
+		if fp != nil {
+			if _, _, err := fp.Add(k, v); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	if err := in.Err(); err != nil {
@@ -277,6 +313,7 @@ func (r *run) shuffleGroup(ctx context.Context, spillDir string, gi, g uint32) e
 	}
 	scan := func() error {
 		defer scanners.Done()
+		fp := r.fingerprinter()
 		pending := make([]*batch, owners)
 		for {
 			i := int(next.Add(1) - 1)
@@ -293,6 +330,12 @@ func (r *run) shuffleGroup(ctx context.Context, spillDir string, gi, g uint32) e
 					pending[o] = b
 				}
 				b.add(st.key, j, st.val)
+				if fp != nil {
+					if _, _, err := fp.Add(st.key, st.val); err != nil {
+						st.Close()
+						return err
+					}
+				}
 				if len(b.data) >= plan.BatchBytes {
 					pending[o] = nil
 					if err := send(o, b); err != nil {
@@ -313,6 +356,7 @@ func (r *run) shuffleGroup(ctx context.Context, spillDir string, gi, g uint32) e
 				}
 			}
 		}
+		r.addFingerprints(fp)
 		return nil
 	}
 	for range min(r.opts.Parallelism, max(len(spans), 1)) {

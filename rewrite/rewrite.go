@@ -39,6 +39,7 @@ import (
 	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/reader"
 	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/verify"
 	"github.com/rebucket/rebucket/writer"
 )
 
@@ -74,6 +75,10 @@ type Options struct {
 	// OnPlan, if set, is called with the plan after the checks and before
 	// any work, so a command can print it.
 	OnPlan func(plan.RewritePlan)
+	// Fingerprint computes, during the scan, the per-bucket fingerprints
+	// the target must have (Summary.Fingerprints), so verifying the output
+	// needs to read back only the target.
+	Fingerprint bool
 }
 
 // Summary is what a rewrite did.
@@ -102,6 +107,9 @@ type Summary struct {
 	StaleRemoved []string              `json:"stale_removed"`
 	Plan         plan.RewritePlan      `json:"plan"`
 	Manifest     *snapshotfmt.Manifest `json:"-"`
+	// Fingerprints are those of the source's entries (less dropped states,
+	// under the renamed names) in the target layout, when asked for.
+	Fingerprints *verify.FingerprintSet `json:"-"`
 }
 
 // DefaultMemory is a quarter of physical memory (256 MiB if unknown).
@@ -198,7 +206,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			s.keep[st.ID] = false
 		}
 	}
-	r := &run{opts: opts, src: s, w: w, to: to, plan: p, tmpRoot: tmpRoot}
+	r := &run{opts: opts, src: s, w: w, to: to, plan: p, tmpRoot: tmpRoot, states: states}
 	prog.Start(int64(m.TotalBytes()), fmt.Sprintf("%s %d->%d", p.Strategy, m.Partitioning.Buckets, to.Buckets))
 	err = r.work(ctx)
 	prog.Finish()
@@ -222,6 +230,10 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		TargetBytes: out.DataBytes(), TargetFiles: len(out.Files), DroppedEntries: s.dropped.Load(),
 		Dropped: dropped, Renamed: renamed, SpilledBytes: r.spilledBytes.Load(), SpilledRuns: int(r.spilledRuns.Load()),
 		StaleRemoved: w.Stage().Removed, Plan: p, Manifest: out,
+	}
+	if r.fp != nil {
+		fs := r.fp.Result()
+		sum.Fingerprints = &fs
 	}
 	if sum.Dropped == nil {
 		sum.Dropped = []string{}

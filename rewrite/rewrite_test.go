@@ -18,6 +18,7 @@ import (
 	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/reader"
 	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/verify"
 	"github.com/rebucket/rebucket/writer"
 )
 
@@ -238,6 +239,7 @@ func TestRewriteProperties(t *testing.T) {
 			sum, err := Run(context.Background(), Options{
 				Source: src, Target: dst, To: to, Memory: mem, Parallelism: 2, FileSize: fileSize,
 				Tool: "test", Note: "prop", OnPlan: func(p plan.RewritePlan) { planned = p }, Progress: prog,
+				Fingerprint: true,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -250,6 +252,7 @@ func TestRewriteProperties(t *testing.T) {
 			}
 			dc := readAll(t, dst, nil)
 			sameContents(t, sc, dc, nil)
+			sameFingerprints(t, sum, dst)
 			if dc.m.Partitioning != to || dc.m.WidthAtWrite != sc.m.WidthAtWrite {
 				t.Fatalf("target partitioning %v width %d", dc.m.Partitioning, dc.m.WidthAtWrite)
 			}
@@ -280,6 +283,26 @@ func TestRewriteProperties(t *testing.T) {
 	}
 }
 
+// sameFingerprints checks the fingerprints computed during the scan
+// against the target's, read back.
+func sameFingerprints(t *testing.T, sum *Summary, dst string) {
+	t.Helper()
+	if sum.Fingerprints == nil {
+		t.Fatal("no fingerprints")
+	}
+	s, err := reader.Open(dst, reader.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := verify.Fingerprints(context.Background(), s, sum.To, verify.FingerprintOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sum.Fingerprints.Differ(got); len(d) > 0 || len(got.Buckets) != int(sum.To.Buckets) {
+		t.Fatalf("fingerprints differ in buckets %v", d)
+	}
+}
+
 // noLeftovers fails if dir holds temporary, lock or spill files of a run.
 func noLeftovers(t testing.TB, dir string) {
 	t.Helper()
@@ -300,7 +323,7 @@ func TestRewriteDropRename(t *testing.T) {
 	sc := readAll(t, src, nil)
 	dst := filepath.Join(tmp, "dst")
 	sum, err := Run(context.Background(), Options{
-		Source: src, Target: dst, To: snapshotfmt.Partitioning{Buckets: 16}, Tool: "test", Note: "tidy",
+		Source: src, Target: dst, To: snapshotfmt.Partitioning{Buckets: 16}, Tool: "test", Note: "tidy", Fingerprint: true,
 		DropStates:   []string{"window/events", "enrich/countries"},
 		RenameStates: []string{"count/per_user=per_key", "source/offsets=ingest/offsets"},
 	})
@@ -310,6 +333,7 @@ func TestRewriteDropRename(t *testing.T) {
 	dc := readAll(t, dst, map[string]string{"count/per_key": "count/per_user", "ingest/offsets": "source/offsets"})
 	drop := map[string]bool{"window/events": true, "enrich/countries": true}
 	sameContents(t, sc, dc, drop)
+	sameFingerprints(t, sum, dst)
 	if _, ok := dc.m.StateByName("count/per_key"); !ok {
 		t.Fatal("renamed state missing")
 	}
