@@ -67,7 +67,7 @@ func MkdirSpill(fs fsx.FS, dir string) (string, error) {
 
 const (
 	defaultMemory = 64 << 20
-	entryOverhead = 16 // one entry record in the index
+	entryOverhead = 24 // one entry record in the index
 	minReadBuf    = 32 << 10
 	maxReadBuf    = 1 << 20
 )
@@ -100,6 +100,7 @@ type Sorter struct {
 
 type entry struct {
 	chunk, off, klen, vlen uint32
+	pfx                    uint64 // prefix8 of the key
 }
 
 // New returns an empty Sorter. It removes the spill directories of dead
@@ -154,7 +155,7 @@ func (s *Sorter) Add(key, value []byte) error {
 		s.allocated += int64(cap(grown)-cap(s.index)) * entryOverhead
 		s.index = grown
 	}
-	s.index = append(s.index, entry{chunk: uint32(c), off: uint32(off), klen: uint32(len(key)), vlen: uint32(len(value))})
+	s.index = append(s.index, entry{chunk: uint32(c), off: uint32(off), klen: uint32(len(key)), vlen: uint32(len(value)), pfx: prefix8(key)})
 	s.used += int64(n) + entryOverhead
 	s.stats.Entries++
 	s.stats.PeakMemory = max(s.stats.PeakMemory, s.allocated)
@@ -171,15 +172,70 @@ func (s *Sorter) value(e entry) []byte {
 
 // sortIndex sorts the buffered entries by key, equal keys in insertion
 // order. Entries were added in (chunk, offset) order, so an unstable sort
-// with that as the tie-break is stable, and several times faster than
-// slices.SortStableFunc (insertion sort and symmerge) on large runs.
-func (s *Sorter) sortIndex() {
-	slices.SortFunc(s.index, func(a, b entry) int {
-		if c := bytes.Compare(s.key(a), s.key(b)); c != 0 {
-			return c
+// with that as the tie-break is stable (several times faster than
+// slices.SortStableFunc). Comparisons use the 8-byte key prefix held in
+// the entry, so they never touch the keys' memory (a cache miss each on a
+// large buffer); groups that share the prefix are sorted again on the next
+// 8 bytes, and so on (a multi-key radix-style refinement).
+func (s *Sorter) sortIndex() { s.sortFrom(s.index, 0) }
+
+// maxPrefixDepth bounds the refinement; deeper groups (long shared
+// prefixes, duplicate keys) compare their keys directly.
+const maxPrefixDepth = 64
+
+// sortFrom sorts idx, whose keys share bytes [0, depth) and whose pfx
+// fields hold bytes [depth, depth+8), zero-padded.
+func (s *Sorter) sortFrom(idx []entry, depth uint32) {
+	if depth >= maxPrefixDepth {
+		slices.SortFunc(idx, func(a, b entry) int {
+			if c := bytes.Compare(s.key(a)[depth:], s.key(b)[depth:]); c != 0 {
+				return c
+			}
+			return cmp.Or(cmp.Compare(a.chunk, b.chunk), cmp.Compare(a.off, b.off))
+		})
+		return
+	}
+	// rest orders keys that end inside the window: with equal padded
+	// prefixes, the one with fewer bytes left is a prefix of the other.
+	rest := func(e entry) uint32 { return min(e.klen-depth, 9) }
+	// No insertion-order tie-break here: groups of equal prefixes are
+	// sorted again anyway, and pdqsort passes over runs of equal elements
+	// in linear time.
+	slices.SortFunc(idx, func(a, b entry) int {
+		if a.pfx != b.pfx {
+			return cmp.Compare(a.pfx, b.pfx)
 		}
-		return cmp.Or(cmp.Compare(a.chunk, b.chunk), cmp.Compare(a.off, b.off))
+		return cmp.Compare(rest(a), rest(b))
 	})
+	for i := 0; i < len(idx); {
+		j := i + 1
+		for j < len(idx) && idx[j].pfx == idx[i].pfx && rest(idx[j]) == rest(idx[i]) {
+			j++
+		}
+		// Keys longer than the window with equal prefixes: refine. Shorter
+		// ones are equal keys: put them in insertion order.
+		if grp := idx[i:j]; len(grp) > 1 {
+			if rest(grp[0]) < 9 {
+				slices.SortFunc(grp, func(a, b entry) int { return cmp.Or(cmp.Compare(a.chunk, b.chunk), cmp.Compare(a.off, b.off)) })
+			} else {
+				for k := range grp {
+					grp[k].pfx = prefix8(s.key(grp[k])[depth+8:])
+				}
+				s.sortFrom(grp, depth+8)
+			}
+		}
+		i = j
+	}
+}
+
+// prefix8 is the first 8 bytes of key, big-endian, zero-padded.
+func prefix8(key []byte) uint64 {
+	if len(key) >= 8 {
+		return binary.BigEndian.Uint64(key)
+	}
+	var b [8]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // spill writes the buffered entries as one sorted run and frees them.

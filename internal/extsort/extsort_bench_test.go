@@ -1,8 +1,10 @@
 package extsort
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"slices"
 	"testing"
 )
 
@@ -104,5 +106,66 @@ func BenchmarkMergeRuns(b *testing.B) {
 	}
 	if it != nil {
 		it.Close()
+	}
+}
+
+// TestPrefixSortMatchesStableSort checks the prefix refinement of
+// sortIndex against slices.SortStableFunc on keys made to stress it: long
+// shared prefixes (past maxPrefixDepth), keys that are prefixes of others,
+// zero bytes where the padding is, empty keys and many duplicates.
+func TestPrefixSortMatchesStableSort(t *testing.T) {
+	type kv struct{ k, v []byte }
+	x := uint64(7)
+	rnd := func(n int) int {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return int(x % uint64(n))
+	}
+	long := bytes.Repeat([]byte("p"), 70)
+	var in []kv
+	for i := range 20000 {
+		var k []byte
+		switch rnd(5) {
+		case 0:
+			k = nil
+		case 1:
+			k = append(k, long[:rnd(len(long)+1)]...)
+			k = append(k, byte(rnd(3)))
+		case 2:
+			k = make([]byte, rnd(17)) // zeros of many lengths
+		case 3:
+			k = binary.BigEndian.AppendUint32(nil, uint32(rnd(4)))
+			k = append(k, "user-00000"...)
+			k = append(k, byte('0'+rnd(10)), byte('0'+rnd(10)))
+		default:
+			k = append(append([]byte(nil), long...), byte(rnd(2)), 0, byte(rnd(2)))
+		}
+		in = append(in, kv{k, binary.BigEndian.AppendUint32(nil, uint32(i))})
+	}
+	want := slices.Clone(in)
+	slices.SortStableFunc(want, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
+	for _, mem := range []int64{64 << 20, 64 << 10} {
+		s := New(Options{Memory: mem, TmpDir: t.TempDir()})
+		for _, e := range in {
+			if err := s.Add(e.k, e.v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		it, err := s.Finish(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := 0
+		for ; it.Next(); i++ {
+			if !bytes.Equal(it.Key(), want[i].k) || !bytes.Equal(it.Value(), want[i].v) {
+				t.Fatalf("memory %d: entry %d is %x=%x, want %x=%x", mem, i, it.Key(), it.Value(), want[i].k, want[i].v)
+			}
+		}
+		if it.Err() != nil || i != len(want) {
+			t.Fatalf("memory %d: %d entries, %v", mem, i, it.Err())
+		}
+		it.Close()
+		s.Close()
 	}
 }
