@@ -183,7 +183,15 @@ func (s *Stage) cleanStale(parent, base string) {
 		p := filepath.Join(parent, e.Name())
 		data, err := os.ReadFile(filepath.Join(p, MarkerName))
 		var m Marker
-		if err != nil || json.Unmarshal(data, &m) != nil || processAlive(m.PID) {
+		if err != nil || json.Unmarshal(data, &m) != nil {
+			// A run killed between creating its directory and writing
+			// its marker leaves it empty (or with a torn marker): nothing
+			// to lose, and we hold the lock, so its run is gone.
+			if !emptyButMarker(p) {
+				s.Leftover = append(s.Leftover, p)
+				continue
+			}
+		} else if processAlive(m.PID) {
 			s.Leftover = append(s.Leftover, p)
 			continue
 		}
@@ -193,6 +201,20 @@ func (s *Stage) cleanStale(parent, base string) {
 			s.Leftover = append(s.Leftover, p)
 		}
 	}
+}
+
+// emptyButMarker reports whether dir holds nothing but (perhaps) a marker.
+func emptyButMarker(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.Name() != MarkerName {
+			return false
+		}
+	}
+	return true
 }
 
 func processAlive(pid int) bool {
