@@ -401,7 +401,7 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		return nil, err
 	}
 	for _, ws := range wstates {
-		items := redistribute(ws.rule, ws.workers, width)
+		items := snapshotfmt.Redistribute(ws.rule, ws.workers, width)
 		if err := w.WriteWorkerState(ws.step, ws.name, ws.rule, items); err != nil {
 			return nil, err
 		}

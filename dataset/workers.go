@@ -104,42 +104,6 @@ func writeWorkerJSONL(path string, rec arrow.Record) error {
 	return syncClose(f)
 }
 
-// redistribute deals per-worker items (one list per old worker) to width w
-// by the state's rule (DESIGN section 3).
-func redistribute(rule snapshotfmt.Rule, old [][][]byte, w int) [][][]byte {
-	out := make([][][]byte, w)
-	if len(old) == w {
-		copy(out, old)
-		return out
-	}
-	switch rule {
-	case snapshotfmt.RuleSplit:
-		i := 0
-		for _, items := range old {
-			for _, it := range items {
-				out[i%w] = append(out[i%w], it)
-				i++
-			}
-		}
-	case snapshotfmt.RuleUnion:
-		var all [][]byte
-		for _, items := range old {
-			all = append(all, items...)
-		}
-		for i := range out {
-			out[i] = all
-		}
-	default: // broadcast: worker 0's copy
-		var first [][]byte
-		if len(old) > 0 {
-			first = old[0]
-		}
-		for i := range out {
-			out[i] = first
-		}
-	}
-	return out
-}
 
 // workerStateIn is one per-worker state read from a table.
 type workerStateIn struct {

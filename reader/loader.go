@@ -228,61 +228,33 @@ func (l *Loader) WorkerState(i int) ([]WorkerStateItems, error) {
 }
 
 func (l *Loader) redistribute(ws snapshotfmt.WorkerState) ([]WorkerStateItems, error) {
-	w := l.a.Width
-	per := make([]WorkerStateItems, w)
-	for i := range per {
-		per[i] = WorkerStateItems{Step: ws.Step, Name: ws.Name, Rule: ws.Rule, Items: [][]byte{}}
+	switch ws.Rule {
+	case snapshotfmt.RuleSplit, snapshotfmt.RuleUnion, snapshotfmt.RuleBroadcast:
+	default:
+		return nil, fmt.Errorf("%w: per-worker state %s: unknown rule %q", snapshotfmt.ErrUnsupported, ws.QualifiedName(), ws.Rule)
 	}
-	read := func(wf snapshotfmt.WorkerFile) ([][]byte, error) {
+	// Files are listed per old worker; order by worker so "in order of old
+	// worker" holds whatever the listing order.
+	files := make([]snapshotfmt.WorkerFile, len(ws.Files))
+	copy(files, ws.Files)
+	sortWorkerFiles(files)
+	if ws.Rule == snapshotfmt.RuleBroadcast && (len(files) == 0 || files[0].Worker != 0) {
+		return nil, fmt.Errorf("%w: broadcast state %s has no file of worker 0", snapshotfmt.ErrCorrupt, ws.QualifiedName())
+	}
+	old := make([][][]byte, len(files))
+	for i, wf := range files {
 		items, err := l.s.ReadWorkerFile(wf)
 		if err != nil {
 			return nil, fmt.Errorf("per-worker state %s: %w", ws.QualifiedName(), err)
 		}
-		return items, nil
+		old[i] = items
 	}
-	switch ws.Rule {
-	case snapshotfmt.RuleSplit, snapshotfmt.RuleUnion:
-		// Files are listed per old worker; order by worker so "in order of
-		// old worker" holds whatever the listing order.
-		files := make([]snapshotfmt.WorkerFile, len(ws.Files))
-		copy(files, ws.Files)
-		sortWorkerFiles(files)
-		var all [][]byte
-		for _, wf := range files {
-			items, err := read(wf)
-			if err != nil {
-				return nil, err
-			}
-			all = append(all, items...)
+	per := make([]WorkerStateItems, l.a.Width)
+	for i, items := range snapshotfmt.Redistribute(ws.Rule, old, l.a.Width) {
+		if items == nil {
+			items = [][]byte{}
 		}
-		for j, it := range all {
-			if ws.Rule == snapshotfmt.RuleSplit {
-				per[j%w].Items = append(per[j%w].Items, it)
-			} else {
-				for i := range per {
-					per[i].Items = append(per[i].Items, it)
-				}
-			}
-		}
-	case snapshotfmt.RuleBroadcast:
-		var first *snapshotfmt.WorkerFile
-		for k := range ws.Files {
-			if ws.Files[k].Worker == 0 {
-				first = &ws.Files[k]
-			}
-		}
-		if first == nil {
-			return nil, fmt.Errorf("%w: broadcast state %s has no file of worker 0", snapshotfmt.ErrCorrupt, ws.QualifiedName())
-		}
-		items, err := read(*first)
-		if err != nil {
-			return nil, err
-		}
-		for i := range per {
-			per[i].Items = items
-		}
-	default:
-		return nil, fmt.Errorf("%w: per-worker state %s: unknown rule %q", snapshotfmt.ErrUnsupported, ws.QualifiedName(), ws.Rule)
+		per[i] = WorkerStateItems{Step: ws.Step, Name: ws.Name, Rule: ws.Rule, Items: items}
 	}
 	return per, nil
 }

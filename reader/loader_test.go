@@ -200,8 +200,11 @@ func checkWorkerStates(t *testing.T, s *reader.Snapshot, m *snapshotfmt.Manifest
 		}
 		for i := 0; i < w; i++ {
 			var want [][]byte
-			switch ws.Rule {
-			case snapshotfmt.RuleSplit:
+			switch {
+			case len(old) == w:
+				// An unchanged width keeps every worker's own items.
+				want = old[i]
+			case ws.Rule == snapshotfmt.RuleSplit:
 				j := 0
 				for _, items := range old {
 					for _, it := range items {
@@ -211,11 +214,11 @@ func checkWorkerStates(t *testing.T, s *reader.Snapshot, m *snapshotfmt.Manifest
 						j++
 					}
 				}
-			case snapshotfmt.RuleUnion:
+			case ws.Rule == snapshotfmt.RuleUnion:
 				for _, items := range old {
 					want = append(want, items...)
 				}
-			case snapshotfmt.RuleBroadcast:
+			case ws.Rule == snapshotfmt.RuleBroadcast:
 				want = old[0]
 			}
 			got := all[k][i].Items

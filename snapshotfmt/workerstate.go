@@ -49,3 +49,39 @@ func DecodeWorkerItems(data []byte) ([][]byte, error) {
 	}
 	return items, nil
 }
+
+// Redistribute deals per-worker items (old[i] is old worker i's list) to a
+// new width by their rule. At an unchanged width every worker keeps its own
+// items, whatever the rule (as engines do on a restart at the same width).
+// Otherwise: split concatenates the items in order of old worker, then
+// item, and gives item i to new worker i mod width; union gives every
+// worker all items; broadcast gives every worker old worker 0's copy.
+// The item slices are shared, not copied.
+func Redistribute(rule Rule, old [][][]byte, width int) [][][]byte {
+	out := make([][][]byte, width)
+	if len(old) == width {
+		copy(out, old)
+		return out
+	}
+	var all [][]byte
+	if rule != RuleBroadcast {
+		for _, items := range old {
+			all = append(all, items...)
+		}
+	}
+	for i := range out {
+		switch rule {
+		case RuleSplit:
+			for j := i; j < len(all); j += width {
+				out[i] = append(out[i], all[j])
+			}
+		case RuleUnion:
+			out[i] = all
+		default:
+			if len(old) > 0 {
+				out[i] = old[0]
+			}
+		}
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package snapshotfmt
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -48,5 +49,34 @@ func TestDecodeWorkerItemsErrors(t *testing.T) {
 				t.Errorf("DecodeWorkerItems(%x) = %v, want ErrCorrupt", tc.in, err)
 			}
 		})
+	}
+}
+
+func TestRedistribute(t *testing.T) {
+	it := func(s ...string) [][]byte {
+		var out [][]byte
+		for _, x := range s {
+			out = append(out, []byte(x))
+		}
+		return out
+	}
+	old := [][][]byte{it("a", "b"), it("c"), it("d", "e")}
+	for _, tc := range []struct {
+		rule  Rule
+		width int
+		want  [][][]byte
+	}{
+		{RuleSplit, 2, [][][]byte{it("a", "c", "e"), it("b", "d")}},
+		{RuleSplit, 3, old},
+		{RuleUnion, 3, old},
+		{RuleBroadcast, 3, old},
+		{RuleSplit, 1, [][][]byte{it("a", "b", "c", "d", "e")}},
+		{RuleUnion, 2, [][][]byte{it("a", "b", "c", "d", "e"), it("a", "b", "c", "d", "e")}},
+		{RuleBroadcast, 4, [][][]byte{it("a", "b"), it("a", "b"), it("a", "b"), it("a", "b")}},
+	} {
+		got := Redistribute(tc.rule, old, tc.width)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Fatalf("%s to %d: %q, want %q", tc.rule, tc.width, got, tc.want)
+		}
 	}
 }
