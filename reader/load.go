@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -425,8 +424,9 @@ func (l *Loader) CheckStore(ctx context.Context, i int, dir string) (StoreCheck,
 }
 
 // ErrLoadMismatch marks stores that do not hold the snapshot's entries
-// exactly once.
-var ErrLoadMismatch = errors.New("worker stores do not match the snapshot")
+// exactly once. The files passed their checksums, so the manifest's counts
+// disagree with its data: damaged input (ErrCorrupt, exit 2).
+var ErrLoadMismatch = fmt.Errorf("%w: worker stores do not match the snapshot", snapshotfmt.ErrCorrupt)
 
 // fileWritable is an objstorage.Writable over an fsx.File: buffered
 // writes, fsync at Finish.

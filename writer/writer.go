@@ -489,6 +489,12 @@ func (s *Snapshot) commit() (*snapshotfmt.Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A manifest no reader would accept must not be published: the files'
+	// bounds hold whole keys (hex), so huge keys cut into many files can
+	// outgrow the bound.
+	if len(data) > snapshotfmt.MaxManifestSize {
+		return nil, fmt.Errorf("%w: the manifest would be %d MiB, over the %d MiB a reader accepts (%d files, whose key bounds are stored whole); write fewer, larger files", snapshotfmt.ErrTooLarge, len(data)>>20, snapshotfmt.MaxManifestSize>>20, len(m.Files))
+	}
 	if err := writeFileSync(s.stage.fs, filepath.Join(s.stage.Dir(), snapshotfmt.ManifestName), data); err != nil {
 		return nil, err
 	}
