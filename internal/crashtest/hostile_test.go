@@ -3,8 +3,8 @@ package crashtest
 import (
 	"bytes"
 	"math/rand/v2"
-	"os/exec"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
