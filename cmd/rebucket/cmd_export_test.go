@@ -57,7 +57,7 @@ func TestExportImportCommands(t *testing.T) {
 	os.Mkdir(lone, 0o755)
 	data, _ := os.ReadFile(pq)
 	os.WriteFile(filepath.Join(lone, "x.parquet"), data, 0o644)
-	out, code = runRootErr(t, "import", filepath.Join(lone, "x.parquet"), "--buckets", "3", "--out", filepath.Join(dir, "snap4"))
+	out, code = runRoot(t, "import", filepath.Join(lone, "x.parquet"), "--buckets", "3", "--out", filepath.Join(dir, "snap4"))
 	if code != exitUsage || !strings.Contains(out, "--worker-state") {
 		t.Fatalf("import without sibling: exit %d: %s", code, out)
 	}

@@ -70,7 +70,7 @@ func TestLoadCommand(t *testing.T) {
 			if tc.policy != "" {
 				args = append(args, "--on-excess", tc.policy)
 			}
-			out, code := runRootErr(t, args...)
+			out, code := runRoot(t, args...)
 			if code != tc.code || !strings.Contains(out, tc.want) {
 				t.Fatalf("exit %d, want %d and %q:\n%s", code, tc.code, tc.want, out)
 			}
@@ -145,15 +145,15 @@ func TestLoadAfterRewrite(t *testing.T) {
 	src := genPlanFixture(t, fixtures.Spec{Buckets: 8, Width: 4, Keys: 400})
 	root := t.TempDir()
 	into := filepath.Join(root, "load-8")
-	if out, code := runRootErr(t, "load", src, "--width", "40", "--into", into); code != exitRefused || !strings.Contains(out, "rebucket rewrite") {
+	if out, code := runRoot(t, "load", src, "--width", "40", "--into", into); code != exitRefused || !strings.Contains(out, "rebucket rewrite") {
 		t.Fatalf("original at 40: exit %d:\n%s", code, out)
 	}
 	dst := filepath.Join(root, "snap-128")
-	if out, code := runRootErr(t, "rewrite", src, "--buckets", "128", "--out", dst, "--memory", "64MiB"); code != exitOK {
+	if out, code := runRoot(t, "rewrite", src, "--buckets", "128", "--out", dst, "--memory", "64MiB"); code != exitOK {
 		t.Fatalf("rewrite: exit %d:\n%s", code, out)
 	}
 	into = filepath.Join(root, "load-128")
-	out, code := runRootErr(t, "load", dst, "--width", "40", "--into", into)
+	out, code := runRoot(t, "load", dst, "--width", "40", "--into", into)
 	if code != exitOK || !strings.Contains(out, "verified: the 40 stores hold all") {
 		t.Fatalf("rewritten at 40: exit %d:\n%s", code, out)
 	}

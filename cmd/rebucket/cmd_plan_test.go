@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -20,23 +19,6 @@ func genPlanFixture(t *testing.T, spec fixtures.Spec) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// runRootErr is runRoot with the returned error's message appended, as
-// main prints it.
-func runRootErr(t *testing.T, args ...string) (string, int) {
-	t.Helper()
-	ctx := context.Background()
-	root := newRootCommand()
-	var out bytes.Buffer
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&out)
-	err := root.ExecuteContext(ctx)
-	if err != nil {
-		out.WriteString("error: " + err.Error())
-	}
-	return out.String(), exitCode(ctx, err)
 }
 
 func TestPlanRecommendPeak40(t *testing.T) {
@@ -83,7 +65,7 @@ func TestPlanUsageAndWarnings(t *testing.T) {
 		{[]string{"plan", "--recommend", "--peak-width", "20000"}, exitUsage, "above the limit"},
 		{[]string{"plan", "--recommend", "--peak-width", "10000"}, exitOK, "above 32768"},
 	} {
-		out, code := runRootErr(t, tc.args...)
+		out, code := runRoot(t, tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {
 			t.Errorf("%v: exit %d, want %d and %q:\n%s", tc.args, code, tc.code, tc.want, out)
 		}

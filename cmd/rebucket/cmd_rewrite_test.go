@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zeebo/xxh3"
-
 	"github.com/rebucket/rebucket/fixtures"
 	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/reader"
@@ -26,22 +23,6 @@ import (
 	"github.com/rebucket/rebucket/writer"
 )
 
-// runCLI runs the root command into buffers: stdout, stderr, exit code.
-func runCLI(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	ctx := context.Background()
-	root := newRootCommand()
-	var out, errb bytes.Buffer
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	err := root.ExecuteContext(ctx)
-	if err != nil {
-		errb.WriteString("rebucket: " + err.Error() + "\n")
-	}
-	return out.String(), errb.String(), exitCode(ctx, err)
-}
-
 func genRewriteSource(t *testing.T, dir string, keys int) string {
 	t.Helper()
 	p := filepath.Join(dir, "src")
@@ -49,29 +30,6 @@ func genRewriteSource(t *testing.T, dir string, keys int) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func dirHash(t *testing.T, dir string) string {
-	t.Helper()
-	h := xxh3.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		h.WriteString(p + "\n")
-		if d.Type().IsRegular() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(data)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snapshotfmt.Sum128Hex(h.Sum128())
 }
 
 func TestRewriteCommand(t *testing.T) {

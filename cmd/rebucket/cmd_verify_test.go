@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -12,20 +11,6 @@ import (
 	"github.com/rebucket/rebucket/fixtures"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
-
-// runRoot runs the root command into a buffer and returns its output and
-// exit code.
-func runRoot(t *testing.T, args ...string) (string, int) {
-	t.Helper()
-	ctx := context.Background()
-	root := newRootCommand()
-	var out, errb bytes.Buffer
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	err := root.ExecuteContext(ctx)
-	return out.String() + errb.String(), exitCode(ctx, err)
-}
 
 func genVerifyFixture(t *testing.T) string {
 	t.Helper()

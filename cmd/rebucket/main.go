@@ -5,7 +5,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,15 +15,22 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	root := newRootCommand()
-	err := root.ExecuteContext(ctx)
-	code := exitCode(ctx, err)
-	if err != nil {
-		if _, quiet := err.(silentError); !quiet {
-			fmt.Fprintf(os.Stderr, "rebucket: %v\n", err)
-		}
-	}
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// run executes one command line and returns its exit code; main and the
+// tests share it, so the tests see exactly what a user sees.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	var silent silentError
+	if err != nil && !errors.As(err, &silent) {
+		fmt.Fprintf(stderr, "rebucket: %v\n", err)
+	}
+	return exitCode(ctx, err)
 }
