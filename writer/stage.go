@@ -235,12 +235,11 @@ func (s *Stage) Publish() error {
 	if s.done {
 		return errors.New("stage already finished")
 	}
-	if err := s.fs.Remove(filepath.Join(s.dir, MarkerName)); err != nil {
-		return fmt.Errorf("remove run marker: %w", err)
-	}
 	// Everything under the directory becomes durable before the rename
 	// makes it visible, whoever wrote it (fsync of a file already synced
-	// is nearly free).
+	// is nearly free). The marker stays until the rename: a temporary
+	// directory of ours always names its run, so a crash never leaves an
+	// unmarked one that no later run may remove.
 	if err := syncTree(s.fs, s.dir); err != nil {
 		return err
 	}
@@ -288,6 +287,12 @@ func (s *Stage) Publish() error {
 		return err
 	}
 	s.done = true
+	// Published. The marker goes last, from the target; a crash just
+	// before leaves it inert inside the complete target (no run removes a
+	// target by its marker, only temporary directories).
+	if err := s.fs.Remove(filepath.Join(s.target, MarkerName)); err == nil {
+		_ = syncDir(s.fs, s.target)
+	}
 	if old != "" {
 		if err := s.fs.RemoveAll(old); err != nil {
 			s.unlock()

@@ -288,7 +288,10 @@ var commands = []command{
 // and spill directories named after their process; the next run removes
 // all but the lock file (the rerun check below proves it).
 func allowedLeftover(target, name string) bool {
+	stem := strings.TrimSuffix(target, filepath.Ext(target))
 	return name == "."+target+".rebucket.lock" || strings.HasPrefix(name, "."+target+".rebucket-tmp-") ||
+		// the export's per-worker sibling, out.workers.parquet
+		strings.HasPrefix(name, "."+stem+".workers"+filepath.Ext(target)+".rebucket-tmp-") ||
 		strings.HasPrefix(name, extsort.SpillPrefix)
 }
 
@@ -417,7 +420,7 @@ func trial(t *testing.T, fx *fixture, c command, k int, at time.Duration, o *out
 		if name == c.target || strings.HasSuffix(name, ".rebucket.lock") || strings.HasSuffix(name, ".workers.parquet") {
 			continue
 		}
-		t.Errorf("%s: after the rerun, %s is still there (left by the killed run: %v)", where, name, left)
+		t.Errorf("%s: after the rerun, %s is still there (left by the killed run: %v); it holds %v", where, name, left, contents(filepath.Join(dir, name)))
 	}
 }
 
@@ -433,4 +436,17 @@ func listDir(t *testing.T, dir string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// contents lists a leftover directory, for the failure message.
+func contents(p string) []string {
+	var out []string
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil {
+			rel, _ := filepath.Rel(p, q)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	return out
 }
