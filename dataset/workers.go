@@ -104,7 +104,6 @@ func writeWorkerJSONL(path string, rec arrow.Record) error {
 	return syncClose(f)
 }
 
-
 // workerStateIn is one per-worker state read from a table.
 type workerStateIn struct {
 	step, name string

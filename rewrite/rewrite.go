@@ -52,7 +52,7 @@ type Options struct {
 	To snapshotfmt.Partitioning
 	// Parallelism bounds concurrent tasks (default GOMAXPROCS).
 	Parallelism int
-	// Memory is the budget in bytes (default DefaultMemory()).
+	// Memory is the budget in bytes (default plan.DefaultMemory()).
 	Memory int64
 	// TmpDir is where the shuffle spills (default: the target's parent
 	// directory). A private directory is created in it and removed.
@@ -112,15 +112,6 @@ type Summary struct {
 	Fingerprints *verify.FingerprintSet `json:"-"`
 }
 
-// DefaultMemory is a quarter of physical memory (256 MiB if unknown).
-func DefaultMemory() int64 {
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err != nil || si.Totalram == 0 {
-		return 256 << 20
-	}
-	return int64(si.Totalram) * int64(si.Unit) / 4
-}
-
 // Run rewrites opts.Source into opts.Target.
 func Run(ctx context.Context, opts Options) (*Summary, error) {
 	start := time.Now()
@@ -128,7 +119,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		opts.Parallelism = runtime.GOMAXPROCS(0)
 	}
 	if opts.Memory <= 0 {
-		opts.Memory = DefaultMemory()
+		opts.Memory = plan.DefaultMemory()
 	}
 	src, err := reader.Open(opts.Source, reader.Options{})
 	if err != nil {

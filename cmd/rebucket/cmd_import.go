@@ -46,7 +46,7 @@ with step, name, rule, worker, item, value).
 
 Rows with the same (step, state, key, sub-key) are an error unless --dedupe
 first|last. The input may be larger than memory: it is sorted within
---memory, spilling to --tmp-dir. The written snapshot is read back and its
+--memory, spilling to --tmp. The written snapshot is read back and its
 fingerprints compared with what was written (--no-verify skips that).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -63,8 +63,8 @@ fingerprints compared with what was written (--no-verify skips that).`,
 	f.StringVar(&o.dedupe, "dedupe", "", "keep the first or last of duplicate rows instead of failing")
 	f.StringVar(&o.statesFile, "states", "", "JSON file with the states table (for a dataset without export metadata)")
 	f.StringVar(&o.workerState, "worker-state", "", "per-worker state table to import (default: the one the export names)")
-	f.StringVar(&o.memory, "memory", "256MiB", "memory budget of the sort")
-	f.StringVar(&o.tmpDir, "tmp-dir", "", "where the sort spills (default: beside --out)")
+	f.StringVar(&o.memory, "memory", "", memoryFlagHelp)
+	f.StringVar(&o.tmpDir, "tmp", "", "directory for spill files (default: beside --out)")
 	f.StringVar(&o.fileSize, "file-size", "128MiB", "target data file size")
 	f.StringVar(&o.compression, "compression", "snappy", "data file compression: snappy, zstd or none")
 	f.BoolVar(&o.force, "force", false, "replace a non-empty --out once the new snapshot is complete")
@@ -83,9 +83,9 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	if o.dedupe != "" && o.dedupe != "first" && o.dedupe != "last" {
 		return usagef(fmt.Errorf("--dedupe %q: want first or last", o.dedupe))
 	}
-	mem, err := units.ParseBytes(o.memory)
+	mem, err := parseMemory(o.memory)
 	if err != nil {
-		return usagef(fmt.Errorf("--memory: %w", err))
+		return err
 	}
 	fs, err := units.ParseBytes(o.fileSize)
 	if err != nil {

@@ -41,7 +41,7 @@ func newPlanCommand(g *globalOptions) *cobra.Command {
       bucket count N), which buckets each worker owns, entries and bytes per
       worker from the snapshot's real per-bucket sizes, max/mean imbalance,
       idle workers, and above N the ways out.
-  plan SNAPSHOT --buckets M [--memory 1GiB] [--mapping mod|range]
+  plan SNAPSHOT --buckets M [--memory 4GiB] [--mapping mod|range]
       what a rewrite to M buckets would do: strategy, bytes read, written and
       spilled, disk and memory, and a time estimated from a scan measured on
       this machine.
@@ -69,7 +69,7 @@ Without a mode flag, plan SNAPSHOT shows the width at write and N.`,
 	f.IntSliceVar(&o.widths, "widths", nil, "widths to plan (comma-separated); with --recommend, the widths the count must divide by")
 	f.IntVar(&o.buckets, "buckets", 0, "plan a rewrite to this bucket count")
 	f.StringVar(&o.mapping, "mapping", "", "mapping of the rewrite's target (default: the snapshot's)")
-	f.StringVar(&o.memory, "memory", "1GiB", "memory budget of the planned rewrite")
+	f.StringVar(&o.memory, "memory", "", "memory budget of the planned rewrite (default: a quarter of physical memory, as rewrite)")
 	f.BoolVar(&o.recommend, "recommend", false, "recommend a bucket count for a job (needs --peak-width)")
 	f.IntVar(&o.peak, "peak-width", 0, "the most workers the job will ever run (with --recommend)")
 	f.IntVar(&o.headroom, "headroom", 4, "growth factor above the peak width the count must allow (with --recommend)")
@@ -159,9 +159,9 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 		if err != nil {
 			return usagef(err)
 		}
-		mem, err := units.ParseBytes(o.memory)
+		mem, err := parseMemory(o.memory)
 		if err != nil {
-			return usagef(fmt.Errorf("--memory: %w", err))
+			return err
 		}
 		p := plan.ForRewrite(m, target, mem)
 		rate, err := plan.MeasureScanRate(ctx, s, 64<<20)

@@ -72,7 +72,7 @@ differing keys are listed; the exit code is then 1.`,
 	_ = cmd.MarkFlagRequired("out")
 	f.StringVar(&o.mapping, "mapping", "", "target mapping: mod or range (default: the source's)")
 	f.IntVar(&o.parallelism, "parallelism", 0, "concurrent tasks (default: the number of CPUs)")
-	f.StringVar(&o.memory, "memory", "", "memory budget, e.g. 4GiB (default: a quarter of physical memory)")
+	f.StringVar(&o.memory, "memory", "", memoryFlagHelp)
 	f.StringVar(&o.tmp, "tmp", "", "directory for spill files (default: TARGET's parent)")
 	f.StringVar(&o.fileSize, "file-size", "128MiB", "target data file size")
 	f.StringVar(&o.note, "note", "", "note recorded in the lineage")
@@ -126,10 +126,8 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 		return usagef(fmt.Errorf("--parallelism %d: want at least 1", o.parallelism))
 	}
 	var err error
-	if o.memory != "" {
-		if opts.Memory, err = units.ParseBytes(o.memory); err != nil || opts.Memory <= 0 {
-			return usagef(fmt.Errorf("--memory %q: want a size such as 4GiB", o.memory))
-		}
+	if opts.Memory, err = parseMemory(o.memory); err != nil {
+		return err
 	}
 	if opts.FileSize, err = units.ParseBytes(o.fileSize); err != nil || opts.FileSize <= 0 {
 		return usagef(fmt.Errorf("--file-size %q: want a size such as 128MiB", o.fileSize))
@@ -137,9 +135,6 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 	out := cmd.OutOrStdout()
 	if !g.JSON {
 		opts.OnPlan = func(p plan.RewritePlan) { printRewritePlan(out, p) }
-	}
-	if opts.Memory <= 0 {
-		opts.Memory = rewrite.DefaultMemory()
 	}
 	// The budget counts live entries; a soft limit makes the collector
 	// reclaim spilled buffers before the heap grows to twice the live size.

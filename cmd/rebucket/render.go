@@ -1,9 +1,14 @@
 package main
 
 import (
+	"fmt"
+
 	"encoding/json"
 	"io"
 	"sync"
+
+	"github.com/rebucket/rebucket/internal/units"
+	"github.com/rebucket/rebucket/plan"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -82,4 +87,19 @@ func (b *barReporter) Finish() {
 		_ = b.bar.Finish()
 		b.bar = nil
 	}
+}
+
+// memoryFlagHelp is the help of every --memory flag.
+const memoryFlagHelp = "memory budget, e.g. 4GiB (default: a quarter of physical memory)"
+
+// parseMemory reads a --memory flag; empty means plan.DefaultMemory().
+func parseMemory(s string) (int64, error) {
+	if s == "" {
+		return plan.DefaultMemory(), nil
+	}
+	n, err := units.ParseBytes(s)
+	if err != nil || n <= 0 {
+		return 0, usagef(fmt.Errorf("--memory %q: want a size such as 4GiB", s))
+	}
+	return n, nil
 }
