@@ -304,9 +304,11 @@ class Bench:
     # --- the table -----------------------------------------------------
 
     def render(self, info, S, scale, peer, elapsed, mem_in, mem_spill):
+        end_pressure = cpu_pressure()
         L = []
         L.append(f"Measured {info['date']} on {info['cpu']}: {info['cores']} cores, {info['memory']} memory, "
-                 f"{info['go']}, {info['kernel']}; load average {info['load']} when the run began. "
+                 f"{info['go']}, {info['kernel']}; load average {info['load']} and CPU pressure {info['cpu_pressure']}% "
+                 f"(tasks waiting for a core, /proc/pressure/cpu avg60) when the run began, {end_pressure}% at its end. "
                  f"Every figure is the median of {self.a.runs} runs (min and max beside it; CPU s is the median user+sys time, "
                  f"which other load on the machine does not inflate); "
                  f"the page cache was warm: every input was read once (cat) before its rows were timed, "
@@ -423,7 +425,21 @@ def machine():
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cores": os.cpu_count(), "memory": f"{mem / (1 << 30):.1f} GiB", "cpu": cpu, "go": go,
         "kernel": "Linux " + platform.release(), "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "cpu_pressure": cpu_pressure(),
     }
+
+
+def cpu_pressure():
+    """The share of the last 60 s in which some runnable task waited for a
+    CPU (/proc/pressure/cpu): other programs competing for the cores."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            for tok in f.readline().split():
+                if tok.startswith("avg60="):
+                    return float(tok[6:])
+    except OSError:
+        pass
+    return None
 
 
 def splice(path, md):
@@ -456,7 +472,7 @@ def main():
     p.add_argument("--bin", required=True, help="the rebucket binary")
     p.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes; leaves BENCHMARKS.md alone")
     p.add_argument("--runs", type=int, default=3, help="runs per row (at least 3)")
-    p.add_argument("--entries", type=parse_count, help="entries of the main input (default 3M, quick 200k)")
+    p.add_argument("--entries", type=parse_count, help="entries of the main input (default 10M, quick 200k)")
     p.add_argument("--scale", help="comma-separated sizes of the scaling rows (default 1M,10M,30M; quick 100k,200k,400k)")
     p.add_argument("--value-size", type=int, default=64, help="mean value size of the generated entries")
     p.add_argument("--workdir", help="where inputs and outputs go (default: a new directory under $TMPDIR)")
@@ -466,7 +482,7 @@ def main():
     if a.runs < 3:
         p.error("--runs: at least 3")
     if a.entries is None:
-        a.entries = 200_000 if a.quick else 3_000_000
+        a.entries = 200_000 if a.quick else 10_000_000
     if a.scale is None:
         a.scale = "100k,200k,400k" if a.quick else "1M,10M,30M"
     a.scale = [parse_count(x) for x in a.scale.split(",")]
