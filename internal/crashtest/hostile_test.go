@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rebucket/rebucket/snapshotfmt"
 	"github.com/rebucket/rebucket/writer"
@@ -187,4 +189,56 @@ func TestHostileCommands(t *testing.T) {
 
 func runCopy(src, dst string) ([]byte, error) {
 	return exec.Command("cp", "-a", src, dst).CombinedOutput()
+}
+
+// TestLockRefusesSecondRun: while one run holds a target (stopped with
+// SIGSTOP once its lock exists), a second run on the same target is
+// refused with exit 3 and leaves the first one's work alone; the first
+// then completes and verifies.
+func TestLockRefusesSecondRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	mustRun(t, "generate", "--out", src, "--buckets", "8", "--keys", "20000", "--file-size", "64KiB", "--quiet")
+	target := filepath.Join(dir, "out")
+	first := exec.Command(bin, "rewrite", src, "--buckets", "12", "--out", target, "--quiet")
+	var out bytes.Buffer
+	first.Stdout, first.Stderr = &out, &out
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(dir, ".out.rebucket.lock")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(lock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			first.Process.Kill()
+			t.Fatal("the first run never took its lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := first.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	code, second := run(t, "rewrite", src, "--buckets", "12", "--out", target, "--quiet")
+	if err := first.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first run: %v\n%s", err, out.String())
+	}
+	// The first may have published before it was stopped: then the second
+	// is refused as a target that exists, also exit 3.
+	if code != 3 {
+		t.Fatalf("second run: exit %d, want 3\n%s", code, second)
+	}
+	if !strings.Contains(second, "lock") && !strings.Contains(second, "exists") {
+		t.Errorf("second run does not say why: %s", second)
+	}
+	t.Logf("second run: %s", strings.TrimSpace(second))
+	checkSnapshot(t, &fixture{src: src}, target)
 }
