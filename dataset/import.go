@@ -407,8 +407,8 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		}
 		res.WorkerStates = append(res.WorkerStates, ws.step+"/"+ws.name)
 	}
-	m, err := w.Commit()
-	committed = true
+	m, err := w.Seal()
+	committed = true // Seal removes the temporary directory on error
 	if err != nil {
 		return nil, err
 	}
@@ -417,24 +417,38 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	res.Files = len(m.Files)
 	res.DataBytes = m.DataBytes()
 	if !opts.NoVerify {
-		// Read the published files back (checksums checked) and compare
-		// their fingerprints with those of the entries handed to the writer.
-		snap, err := reader.Open(out, reader.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("verify %s: %w", out, err)
-		}
-		got, err := verify.Fingerprints(ctx, snap, layout, verify.FingerprintOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("verify %s: %w", out, err)
-		}
-		if d := fp.Result().Differ(got); len(d) > 0 {
-			return nil, fmt.Errorf("verify %s: %d buckets read back differ from what was written (first: %d): the output is not trustworthy", out, len(d), d[0])
+		// Read the sealed files back (checksums checked) and compare their
+		// fingerprints with those of the entries handed to the writer,
+		// before anything is published.
+		if err := checkSealed(ctx, w.Dir(), layout, fp.Result()); err != nil {
+			w.Abort()
+			return nil, err
 		}
 		res.Verified = true
+	}
+	if err := w.Publish(); err != nil {
+		return nil, err
 	}
 	res.Elapsed = time.Since(start)
 	res.ElapsedSecond = res.Elapsed.Seconds()
 	return res, nil
+}
+
+// checkSealed reads a sealed, unpublished snapshot back and compares its
+// fingerprints with those of what was written.
+func checkSealed(ctx context.Context, dir string, layout snapshotfmt.Partitioning, want verify.FingerprintSet) error {
+	snap, err := reader.Open(dir, reader.Options{})
+	if err != nil {
+		return fmt.Errorf("verify the output before publishing: %w", err)
+	}
+	got, err := verify.Fingerprints(ctx, snap, layout, verify.FingerprintOptions{})
+	if err != nil {
+		return fmt.Errorf("verify the output before publishing: %w", err)
+	}
+	if d := want.Differ(got); len(d) > 0 {
+		return fmt.Errorf("%w: %d buckets read back differ from what was written (first: %d); nothing was published", verify.ErrNotEqual, len(d), d[0])
+	}
+	return nil
 }
 
 func addStates(in []snapshotfmt.State, slots map[string]*stateSlot, order *[]*stateSlot) error {

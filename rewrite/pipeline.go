@@ -30,7 +30,7 @@ type run struct {
 	spilledRuns  atomic.Int64
 
 	// states is the target's states table; fp the merged fingerprints of
-	// what was routed (nil unless Options.Fingerprint).
+	// what was routed (nil under Options.NoVerify).
 	states []snapshotfmt.State
 	fpMu   sync.Mutex
 	fp     *verify.Fingerprinter
@@ -38,7 +38,7 @@ type run struct {
 
 // fingerprinter returns a Fingerprinter for one goroutine, or nil.
 func (r *run) fingerprinter() *verify.Fingerprinter {
-	if !r.opts.Fingerprint {
+	if r.opts.NoVerify {
 		return nil
 	}
 	return verify.NewFingerprinter(r.to, r.states)

@@ -75,10 +75,17 @@ type Options struct {
 	// OnPlan, if set, is called with the plan after the checks and before
 	// any work, so a command can print it.
 	OnPlan func(plan.RewritePlan)
-	// Fingerprint computes, during the scan, the per-bucket fingerprints
-	// the target must have (Summary.Fingerprints), so verifying the output
-	// needs to read back only the target.
-	Fingerprint bool
+	// NoVerify skips the self-check. By default the rewrite takes the
+	// fingerprints the target must have during the scan, reads the sealed
+	// output back before publishing it, and publishes only what matches
+	// (Summary.Verification); a mismatch is an error wrapping
+	// verify.ErrNotEqual and leaves no target.
+	NoVerify bool
+	// Findings receives the differences the self-check names when the
+	// output does not match (nil discards them).
+	Findings verify.Sink
+	// VerifyProgress receives bytes read back by the self-check.
+	VerifyProgress progress.Reporter
 }
 
 // Summary is what a rewrite did.
@@ -98,8 +105,10 @@ type Summary struct {
 	Renamed        []string                 `json:"renamed_states"`
 	SpilledBytes   int64                    `json:"spilled_bytes"`
 	SpilledRuns    int                      `json:"spilled_runs"`
-	Elapsed        time.Duration            `json:"-"`
-	ElapsedSeconds float64                  `json:"elapsed_seconds"`
+	// Elapsed is the rewrite until its output was sealed, without the
+	// self-check (Verification.Seconds) and publication.
+	Elapsed        time.Duration `json:"-"`
+	ElapsedSeconds float64       `json:"elapsed_seconds"`
 	// BytesPerSecond is source data bytes (on disk) per second of elapsed.
 	BytesPerSecond float64 `json:"bytes_per_second"`
 	// StaleRemoved lists leftover temporary directories of dead runs on the
@@ -107,9 +116,8 @@ type Summary struct {
 	StaleRemoved []string              `json:"stale_removed"`
 	Plan         plan.RewritePlan      `json:"plan"`
 	Manifest     *snapshotfmt.Manifest `json:"-"`
-	// Fingerprints are those of the source's entries (less dropped states,
-	// under the renamed names) in the target layout, when asked for.
-	Fingerprints *verify.FingerprintSet `json:"-"`
+	// Verification is what the self-check proved before publishing.
+	Verification Verification `json:"-"`
 }
 
 // Run rewrites opts.Source into opts.Target.
@@ -211,7 +219,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		w.Abort()
 		return nil, err
 	}
-	out, err := w.Commit()
+	out, err := w.Seal()
 	if err != nil {
 		return nil, err
 	}
@@ -222,10 +230,6 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		Dropped: dropped, Renamed: renamed, SpilledBytes: r.spilledBytes.Load(), SpilledRuns: int(r.spilledRuns.Load()),
 		StaleRemoved: w.Stage().Removed, Plan: p, Manifest: out,
 	}
-	if r.fp != nil {
-		fs := r.fp.Result()
-		sum.Fingerprints = &fs
-	}
 	if sum.Dropped == nil {
 		sum.Dropped = []string{}
 	}
@@ -235,15 +239,37 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	if sum.StaleRemoved == nil {
 		sum.StaleRemoved = []string{}
 	}
-	// A bug that lost or invented entries must never pass silently; the
-	// target is already published, so report it as a failure loudly.
-	if want := m.TotalEntries() - sum.DroppedEntries; sum.Entries != want {
-		return sum, fmt.Errorf("internal error: the target holds %d entries, the source %d less %d dropped; do not use %s", sum.Entries, m.TotalEntries(), sum.DroppedEntries, opts.Target)
-	}
+	// Elapsed and the rate measure the rewrite itself; the self-check
+	// reports its own time.
 	sum.Elapsed = time.Since(start)
 	sum.ElapsedSeconds = sum.Elapsed.Seconds()
 	if sum.ElapsedSeconds > 0 {
 		sum.BytesPerSecond = float64(sum.SourceBytes) / sum.ElapsedSeconds
+	}
+	// A bug that lost or invented entries must never be published.
+	if want := m.TotalEntries() - sum.DroppedEntries; sum.Entries != want {
+		w.Abort()
+		return sum, fmt.Errorf("internal error: the output holds %d entries, the source %d less %d dropped; nothing was published", sum.Entries, m.TotalEntries(), sum.DroppedEntries)
+	}
+	if opts.NoVerify {
+		sum.Verification = Verification{Checked: "skipped", Detail: "verification skipped (--no-verify): the output was not read back"}
+	} else {
+		v, err := selfCheck(ctx, opts, w.Dir(), src, sum, r.fp.Result())
+		sum.Verification = v
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			w.Abort()
+			return sum, fmt.Errorf("verify the output before publishing: %w", err)
+		}
+		if !v.Verified {
+			w.Abort()
+			return sum, fmt.Errorf("%w: %s", verify.ErrNotEqual, v.Detail)
+		}
+	}
+	if err := w.Publish(); err != nil {
+		return nil, err
 	}
 	return sum, nil
 }

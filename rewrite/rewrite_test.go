@@ -239,7 +239,6 @@ func TestRewriteProperties(t *testing.T) {
 			sum, err := Run(context.Background(), Options{
 				Source: src, Target: dst, To: to, Memory: mem, Parallelism: 2, FileSize: fileSize,
 				Tool: "test", Note: "prop", OnPlan: func(p plan.RewritePlan) { planned = p }, Progress: prog,
-				Fingerprint: true,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -252,7 +251,9 @@ func TestRewriteProperties(t *testing.T) {
 			}
 			dc := readAll(t, dst, nil)
 			sameContents(t, sc, dc, nil)
-			sameFingerprints(t, sum, dst)
+			if v := sum.Verification; !v.Verified || v.Checked != "fingerprints" || v.Errors != 0 {
+				t.Fatalf("self-check: %+v", v)
+			}
 			if dc.m.Partitioning != to || dc.m.WidthAtWrite != sc.m.WidthAtWrite {
 				t.Fatalf("target partitioning %v width %d", dc.m.Partitioning, dc.m.WidthAtWrite)
 			}
@@ -283,23 +284,44 @@ func TestRewriteProperties(t *testing.T) {
 	}
 }
 
-// sameFingerprints checks the fingerprints computed during the scan
-// against the target's, read back.
-func sameFingerprints(t *testing.T, sum *Summary, dst string) {
-	t.Helper()
-	if sum.Fingerprints == nil {
-		t.Fatal("no fingerprints")
+// The self-check passes a correct output and fails one whose
+// fingerprints disagree with the scan's, running the exact comparison.
+func TestSelfCheckDetectsMismatch(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	if _, err := fixtures.Generate(context.Background(), src, fixtures.Spec{Buckets: 8, Keys: 200}, writer.Options{}); err != nil {
+		t.Fatal(err)
 	}
-	s, err := reader.Open(dst, reader.Options{})
+	dst := filepath.Join(tmp, "dst")
+	opts := Options{Source: src, Target: dst, To: snapshotfmt.Partitioning{Buckets: 5}, NoVerify: true}
+	sum, err := Run(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := verify.Fingerprints(context.Background(), s, sum.To, verify.FingerprintOptions{})
+	if sum.Verification.Checked != "skipped" {
+		t.Fatalf("NoVerify: %+v", sum.Verification)
+	}
+	s, err := reader.Open(src, reader.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := sum.Fingerprints.Differ(got); len(d) > 0 || len(got.Buckets) != int(sum.To.Buckets) {
-		t.Fatalf("fingerprints differ in buckets %v", d)
+	want, err := verify.Fingerprints(context.Background(), s, sum.To, verify.FingerprintOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := selfCheck(context.Background(), opts, dst, s, sum, want)
+	if err != nil || !v.Verified {
+		t.Fatalf("untampered: %+v %v", v, err)
+	}
+	want.Buckets[3].Lo++
+	var named int
+	opts.Findings = func(verify.Finding) { named++ }
+	v, err = selfCheck(context.Background(), opts, dst, s, sum, want)
+	if err != nil || v.Verified || v.ByKind["fingerprint"] != 1 || v.Checked != "equality" || !strings.Contains(v.Detail, "FAILED") {
+		t.Fatalf("tampered: %+v %v", v, err)
+	}
+	if named != 0 {
+		t.Fatalf("the exact comparison named %d differences in equal snapshots", named)
 	}
 }
 
@@ -323,7 +345,7 @@ func TestRewriteDropRename(t *testing.T) {
 	sc := readAll(t, src, nil)
 	dst := filepath.Join(tmp, "dst")
 	sum, err := Run(context.Background(), Options{
-		Source: src, Target: dst, To: snapshotfmt.Partitioning{Buckets: 16}, Tool: "test", Note: "tidy", Fingerprint: true,
+		Source: src, Target: dst, To: snapshotfmt.Partitioning{Buckets: 16}, Tool: "test", Note: "tidy",
 		DropStates:   []string{"window/events", "enrich/countries"},
 		RenameStates: []string{"count/per_user=per_key", "source/offsets=ingest/offsets"},
 	})
@@ -333,7 +355,9 @@ func TestRewriteDropRename(t *testing.T) {
 	dc := readAll(t, dst, map[string]string{"count/per_key": "count/per_user", "ingest/offsets": "source/offsets"})
 	drop := map[string]bool{"window/events": true, "enrich/countries": true}
 	sameContents(t, sc, dc, drop)
-	sameFingerprints(t, sum, dst)
+	if !sum.Verification.Verified {
+		t.Fatalf("self-check: %+v", sum.Verification)
+	}
 	if _, ok := dc.m.StateByName("count/per_key"); !ok {
 		t.Fatal("renamed state missing")
 	}

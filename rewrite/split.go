@@ -218,14 +218,17 @@ func Split(ctx context.Context, opts SplitOptions) (*SplitSummary, error) {
 	if err != nil {
 		return abort(err)
 	}
-	ma, err := wa.Commit()
+	// Seal both, check the count, and only then publish both, so a failure
+	// anywhere before the two renames leaves neither output.
+	ma, err := wa.Seal()
 	if err != nil {
 		wb.Abort()
 		return nil, err
 	}
-	mb, err := wb.Commit()
+	mb, err := wb.Seal()
 	if err != nil {
-		return nil, fmt.Errorf("%s was written but %s failed (remove %s before retrying): %w", opts.OutA, opts.OutB, opts.OutA, err)
+		wa.Abort()
+		return nil, err
 	}
 	sum := &SplitSummary{
 		Source: opts.Source, OutA: opts.OutA, OutB: opts.OutB, Rule: opts.Rule.String(),
@@ -233,7 +236,16 @@ func Split(ctx context.Context, opts SplitOptions) (*SplitSummary, error) {
 		SourceBytes: m.DataBytes(), Elapsed: time.Since(start),
 	}
 	if sum.EntriesA+sum.EntriesB != m.TotalEntries() {
-		return sum, fmt.Errorf("internal error: the outputs hold %d + %d entries, the source %d", sum.EntriesA, sum.EntriesB, m.TotalEntries())
+		wa.Abort()
+		wb.Abort()
+		return sum, fmt.Errorf("internal error: the outputs would hold %d + %d entries, the source %d; nothing was published", sum.EntriesA, sum.EntriesB, m.TotalEntries())
+	}
+	if err := wa.Publish(); err != nil {
+		wb.Abort()
+		return nil, err
+	}
+	if err := wb.Publish(); err != nil {
+		return nil, fmt.Errorf("%s was published but %s failed (remove %s before retrying): %w", opts.OutA, opts.OutB, opts.OutA, err)
 	}
 	sum.ElapsedSeconds = sum.Elapsed.Seconds()
 	if sum.ElapsedSeconds > 0 {

@@ -9,6 +9,7 @@ package verify
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -150,3 +151,8 @@ func (f Finding) withKey(st *snapshotfmt.State, key, sub []byte, hasSub bool) Fi
 	}
 	return f
 }
+
+// ErrNotEqual marks an output that was proved different from what it
+// should hold (a rewrite's or import's self-check); the findings that name
+// the differences went to the caller's Sink.
+var ErrNotEqual = errors.New("output differs from its source")

@@ -451,11 +451,25 @@ func (s *Snapshot) manifest() *snapshotfmt.Manifest {
 	}
 }
 
-// Commit fsyncs the directories, writes MANIFEST.json last and publishes
-// the snapshot. Every BucketWriter must be closed. On error nothing is
-// published and the temporary directory is removed.
+// Commit seals and publishes the snapshot: Seal, then Publish. On error
+// nothing is published and the temporary directory is removed.
 func (s *Snapshot) Commit() (*snapshotfmt.Manifest, error) {
-	m, err := s.commit()
+	m, err := s.Seal()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Publish(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Seal fsyncs the directories and writes MANIFEST.json last, leaving a
+// complete snapshot in the temporary directory (Dir) that a caller can read
+// back and check before it calls Publish, or Abort. Every BucketWriter must
+// be closed. On error the temporary directory is removed.
+func (s *Snapshot) Seal() (*snapshotfmt.Manifest, error) {
+	m, err := s.seal()
 	if err != nil {
 		s.syncs.Wait()
 		s.stage.Abort()
@@ -464,7 +478,17 @@ func (s *Snapshot) Commit() (*snapshotfmt.Manifest, error) {
 	return m, nil
 }
 
-func (s *Snapshot) commit() (*snapshotfmt.Manifest, error) {
+// Publish makes a sealed snapshot the target (see Stage.Publish). On error
+// the temporary directory is removed.
+func (s *Snapshot) Publish() error {
+	if err := s.stage.Publish(); err != nil {
+		s.stage.Abort()
+		return err
+	}
+	return nil
+}
+
+func (s *Snapshot) seal() (*snapshotfmt.Manifest, error) {
 	s.mu.Lock()
 	open := s.openWriters
 	s.mu.Unlock()
@@ -496,9 +520,6 @@ func (s *Snapshot) commit() (*snapshotfmt.Manifest, error) {
 		return nil, fmt.Errorf("%w: the manifest would be %d MiB, over the %d MiB a reader accepts (%d files, whose key bounds are stored whole); write fewer, larger files", snapshotfmt.ErrTooLarge, len(data)>>20, snapshotfmt.MaxManifestSize>>20, len(m.Files))
 	}
 	if err := writeFileSync(s.stage.fs, filepath.Join(s.stage.Dir(), snapshotfmt.ManifestName), data); err != nil {
-		return nil, err
-	}
-	if err := s.stage.Publish(); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/verify"
 )
 
 // Exit codes: the one table, shown by `rebucket --help` and the README.
@@ -51,7 +52,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitOK
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		return exitInterrupted
-	case errors.Is(err, ErrFindings):
+	case errors.Is(err, ErrFindings), errors.Is(err, verify.ErrNotEqual):
 		return exitFindings
 	case errors.As(err, &ue), errors.Is(err, snapshotfmt.ErrInvalidArgument),
 		errors.Is(err, snapshotfmt.ErrCorrupt), errors.Is(err, snapshotfmt.ErrNotFound),
