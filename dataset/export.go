@@ -349,7 +349,7 @@ type dirPublisher struct {
 
 func (d *dirPublisher) path(rel string) (string, error) {
 	p := filepath.Join(d.st.Dir(), rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), fsx.DirPerm); err != nil {
 		return "", fmt.Errorf("create %s: %w", filepath.Dir(p), err)
 	}
 	return p, nil

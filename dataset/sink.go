@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/rebucket/rebucket/internal/fsx"
+
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/ipc"
@@ -43,7 +45,7 @@ type sinkConfig struct {
 }
 
 func newSink(path string, cfg sinkConfig) (sink, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fsx.FilePerm)
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rebucket/rebucket/internal/fsx"
+
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
@@ -72,7 +74,7 @@ func writeWorkerStateTable(ctx context.Context, s *reader.Snapshot, path string,
 }
 
 func writeWorkerJSONL(path string, rec arrow.Record) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fsx.FilePerm)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}

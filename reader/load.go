@@ -146,7 +146,7 @@ func (l *Loader) BuildStoreWith(ctx context.Context, i int, dir string, opts Bui
 		return StoreStats{}, err
 	}
 	st := StoreStats{Worker: i, Owns: part.Owns, BucketLo: part.BucketLo, BucketHi: part.BucketHi, StateFiles: []string{}}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, fsx.DirPerm); err != nil {
 		return st, fmt.Errorf("create %s: %w", dir, err)
 	}
 	if ents, err := os.ReadDir(dir); err != nil {
@@ -184,7 +184,7 @@ func (l *Loader) fillStore(ctx context.Context, db *pebble.DB, part WorkerPart, 
 		return nil
 	}
 	fsys := fsx.Or(l.s.opts.FS)
-	if err := fsys.Mkdir(staging, 0o755); err != nil {
+	if err := fsys.Mkdir(staging, fsx.DirPerm); err != nil {
 		return fmt.Errorf("create %s: %w", staging, err)
 	}
 	defer fsys.RemoveAll(staging)
@@ -290,7 +290,7 @@ func (l *Loader) stageWhole(df snapshotfmt.DataFile, dst string) (linked bool, e
 		}
 		fsys.Remove(dst)
 	}
-	out, err := fsx.Create(fsys, dst, 0o644)
+	out, err := fsx.Create(fsys, dst, fsx.FilePerm)
 	if err != nil {
 		return false, fmt.Errorf("create %s: %w", dst, err)
 	}
@@ -319,7 +319,7 @@ func (l *Loader) clip(ctx context.Context, df snapshotfmt.DataFile, lower, upper
 	}
 	defer fi.Close()
 	fsys := fsx.Or(l.s.opts.FS)
-	f, err := fsx.Create(fsys, dst, 0o644)
+	f, err := fsx.Create(fsys, dst, fsx.FilePerm)
 	if err != nil {
 		return 0, fmt.Errorf("create %s: %w", dst, err)
 	}
@@ -353,7 +353,7 @@ func (l *Loader) writeStates(i int, dir string, st *StoreStats) error {
 		return err
 	}
 	fsys := fsx.Or(l.s.opts.FS)
-	if err := fsys.Mkdir(dir, 0o755); err != nil {
+	if err := fsys.Mkdir(dir, fsx.DirPerm); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	for _, ws := range states {
@@ -455,7 +455,7 @@ func (w *fileWritable) Abort() { w.f.Close() }
 
 // writeFileSync writes a new file and fsyncs it.
 func writeFileSync(fsys fsx.FS, p string, data []byte) error {
-	f, err := fsx.Create(fsys, p, 0o644)
+	f, err := fsx.Create(fsys, p, fsx.FilePerm)
 	if err != nil {
 		return err
 	}

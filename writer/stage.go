@@ -93,7 +93,7 @@ func BeginFS(target string, force bool, fs fsx.FS) (*Stage, error) {
 	_, _ = rand.Read(id)
 	runID := hex.EncodeToString(id)
 	s.dir = filepath.Join(parent, "."+base+tmpInfix+runID)
-	if err := s.fs.Mkdir(s.dir, 0o755); err != nil {
+	if err := s.fs.Mkdir(s.dir, fsx.DirPerm); err != nil {
 		s.unlock()
 		return nil, fmt.Errorf("create temporary directory %s: %w", s.dir, err)
 	}
@@ -137,7 +137,7 @@ func checkTarget(abs string, force bool) error {
 
 func (s *Stage) takeLock() error {
 	for {
-		f, err := os.OpenFile(s.lockP, os.O_CREATE|os.O_RDWR, 0o644)
+		f, err := os.OpenFile(s.lockP, os.O_CREATE|os.O_RDWR, fsx.FilePerm)
 		if err != nil {
 			return fmt.Errorf("lock %s: %w", s.lockP, err)
 		}
@@ -316,7 +316,7 @@ func (s *Stage) Abort() {
 }
 
 func writeFileSync(fs fsx.FS, p string, data []byte) error {
-	f, err := fsx.Create(fs, p, 0o644)
+	f, err := fsx.Create(fs, p, fsx.FilePerm)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}

@@ -118,7 +118,7 @@ func Create(target string, h Header, opts Options) (*Snapshot, error) {
 		return nil, err
 	}
 	for _, d := range []string{snapshotfmt.DataDir, snapshotfmt.WorkersDir} {
-		if err := st.fs.Mkdir(filepath.Join(st.Dir(), d), 0o755); err != nil {
+		if err := st.fs.Mkdir(filepath.Join(st.Dir(), d), fsx.DirPerm); err != nil {
 			st.Abort()
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
@@ -244,7 +244,7 @@ func (bw *BucketWriter) openFile(bucket uint32, first []byte) error {
 	name := fmt.Sprintf("%05d-%04d.sst", bucket, bw.part)
 	rel := snapshotfmt.DataDir + "/" + name
 	p := filepath.Join(bw.s.stage.Dir(), snapshotfmt.DataDir, name)
-	f, err := fsx.Create(bw.s.stage.fs, p, 0o644)
+	f, err := fsx.Create(bw.s.stage.fs, p, fsx.FilePerm)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}

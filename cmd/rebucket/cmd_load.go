@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rebucket/rebucket/internal/fsx"
+
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
@@ -228,7 +230,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(stage.Dir(), loadRecordName), append(rec, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(stage.Dir(), loadRecordName), append(rec, '\n'), fsx.FilePerm); err != nil {
 		return fmt.Errorf("write %s: %w", loadRecordName, err)
 	}
 	if err := stage.Publish(); err != nil {

@@ -22,6 +22,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Permissions of everything the tools write: no access for other users
+// (a snapshot holds a job's state); the owner's group may read, so a job
+// running under a shared group can load it. The process umask may remove
+// more.
+const (
+	DirPerm  os.FileMode = 0o750
+	FilePerm os.FileMode = 0o640
+)
+
 // File is an open file.
 type File interface {
 	io.Reader
