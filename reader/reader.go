@@ -18,7 +18,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cockroachdb/pebble/v2/objstorage"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/zeebo/xxh3"
@@ -276,18 +275,8 @@ func (s *Snapshot) OpenFile(ctx context.Context, df snapshotfmt.DataFile, lower,
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckTableFooter(s.readerOf(f), df.Size); err != nil {
-		f.Close()
-		return nil, tableErr(df.Path, err)
-	}
-	rd, err := sstable.NewSimpleReadable(vfsFile{s.readerOf(f)})
+	r, err := OpenTable(ctx, s.readerOf(f), df.Size)
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("open %s: %w", df.Path, err)
-	}
-	r, err := newTableReader(ctx, rd)
-	if err != nil {
-		rd.Close()
 		return nil, tableErr(df.Path, err)
 	}
 	it, err := r.NewIter(sstable.NoTransforms, lower, upper, sstable.AssertNoBlobHandles)
@@ -348,12 +337,28 @@ func CheckTableFooter(r io.ReaderAt, size int64) error {
 	return nil
 }
 
-// newTableReader opens a table, turning a panic inside Pebble on a crafted
-// table (one whose checksum matches, so it got past us) into an error.
-func newTableReader(ctx context.Context, rd objstorage.Readable) (r *sstable.Reader, err error) {
+// OpenTable opens a file whose whole-file checksum the caller has already
+// checked as a Pebble table. Its footer's block handles must lie inside
+// the file (Pebble would allocate what a damaged footer claims), and a
+// panic inside Pebble on a crafted table (one whose checksum matches, so it
+// got past the check) becomes an error. The Reader owns f; on error f is
+// closed.
+func OpenTable(ctx context.Context, f fsx.File, size int64) (r *sstable.Reader, err error) {
+	if err := CheckTableFooter(f, size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	rd, err := sstable.NewSimpleReadable(vfsFile{f})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("table reader panicked: %v", p)
+		}
+		if err != nil {
+			rd.Close()
 		}
 	}()
 	return sstable.NewReader(ctx, rd, sstable.ReaderOptions{})

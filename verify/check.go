@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/sstable"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/zeebo/xxh3"
 
 	"github.com/rebucket/rebucket/internal/progress"
@@ -495,41 +494,13 @@ func (c *checker) checkDataFile(df snapshotfmt.DataFile, st *scanStats) (res fil
 	}
 	cp := &capper{em: c.em, file: df.Path, max: c.opts.MaxPerKind, seen: map[Kind]int{}, sev: map[Kind]Severity{}}
 	defer cp.close()
-	r, err := openTable(c.ctx, fh)
+	r, err := reader.OpenTable(c.ctx, fh, df.Size)
 	if err != nil {
 		cp.emit(newFinding(TableCorrupt, SevError, "its checksum matches the manifest, yet it is not a readable table: %v", err))
 		return res
 	}
 	defer r.Close()
 	return c.scanTable(r, df, st, cp)
-}
-
-// openTable opens a checked file as a table; a panic inside Pebble on a
-// crafted table (one whose checksum matches) becomes an error.
-func openTable(ctx context.Context, fh *os.File) (r *sstable.Reader, err error) {
-	// A footer pointing outside the file makes Pebble allocate what it
-	// claims (a failed calloc kills the process): refuse it first.
-	if st, err := fh.Stat(); err != nil {
-		fh.Close()
-		return nil, err
-	} else if err := reader.CheckTableFooter(fh, st.Size()); err != nil {
-		fh.Close()
-		return nil, err
-	}
-	rd, err := sstable.NewSimpleReadable(vfsFile{fh})
-	if err != nil {
-		fh.Close()
-		return nil, err
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("table reader panicked: %v", p)
-		}
-		if err != nil {
-			rd.Close()
-		}
-	}()
-	return sstable.NewReader(ctx, rd, sstable.ReaderOptions{})
 }
 
 func (c *checker) scanTable(r *sstable.Reader, df snapshotfmt.DataFile, st *scanStats, cp *capper) (res fileResult) {
@@ -712,18 +683,3 @@ func (c *checker) compareStats(results []fileResult, stats []*scanStats, sum *Su
 		}
 	}
 }
-
-// vfsFile adapts *os.File to sstable.ReadableFile.
-type vfsFile struct{ *os.File }
-
-func (f vfsFile) Stat() (vfs.FileInfo, error) {
-	st, err := f.File.Stat()
-	if err != nil {
-		return nil, err
-	}
-	return vfsInfo{st}, nil
-}
-
-type vfsInfo struct{ os.FileInfo }
-
-func (vfsInfo) DeviceID() vfs.DeviceID { return vfs.DeviceID{} }
