@@ -184,6 +184,24 @@ func (s *Snapshot) OpenInside(rel string) (*os.File, error) {
 // OpenListed opens a file listed in the manifest, checks its size and (unless
 // skipped) its whole-file checksum, and returns it positioned at 0.
 func (s *Snapshot) OpenListed(rel string, size int64, checksum string) (*os.File, error) {
+	f, err := s.openSized(rel, size)
+	if err != nil || s.opts.SkipChecksums {
+		return f, err
+	}
+	h := xxh3.New()
+	if _, err := io.Copy(h, io.NewSectionReader(s.readerOf(f), 0, size)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("read %s: %w", s.Path(rel), err)
+	}
+	if err := checksumErr(rel, snapshotfmt.Sum128Hex(h.Sum128()), checksum); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openSized opens a listed file (never through a link) and checks its size.
+func (s *Snapshot) openSized(rel string, size int64) (*os.File, error) {
 	p := s.Path(rel)
 	f, err := s.OpenInside(rel)
 	if err != nil {
@@ -201,30 +219,21 @@ func (s *Snapshot) OpenListed(rel string, size int64, checksum string) (*os.File
 		f.Close()
 		return nil, fmt.Errorf("%w: %s is %d bytes, the manifest says %d (truncated or replaced)", snapshotfmt.ErrCorrupt, rel, st.Size(), size)
 	}
-	if !s.opts.SkipChecksums {
-		h := xxh3.New()
-		if _, err := io.Copy(h, io.NewSectionReader(s.readerOf(f), 0, size)); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("read %s: %w", p, err)
-		}
-		if got := snapshotfmt.Sum128Hex(h.Sum128()); got != checksum {
-			f.Close()
-			return nil, fmt.Errorf("%w: %s checksum is %s, the manifest says %s (the file is damaged)", snapshotfmt.ErrCorrupt, rel, got, checksum)
-		}
-	}
 	return f, nil
+}
+
+func checksumErr(rel, got, want string) error {
+	if got != want {
+		return fmt.Errorf("%w: %s checksum is %s, the manifest says %s (the file is damaged)", snapshotfmt.ErrCorrupt, rel, got, want)
+	}
+	return nil
 }
 
 // ReadWorkerFile returns the items of one per-worker state file.
 func (s *Snapshot) ReadWorkerFile(wf snapshotfmt.WorkerFile) ([][]byte, error) {
-	f, err := s.OpenListed(wf.Path, wf.Size, wf.Checksum)
+	data, err := s.ReadWorkerFileRaw(wf)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data := make([]byte, wf.Size)
-	if _, err := io.ReadFull(s.readerOf(f), data); err != nil {
-		return nil, fmt.Errorf("read %s: %w", wf.Path, err)
 	}
 	items, err := snapshotfmt.DecodeWorkerItems(data)
 	if err != nil {
@@ -236,9 +245,10 @@ func (s *Snapshot) ReadWorkerFile(wf snapshotfmt.WorkerFile) ([][]byte, error) {
 	return items, nil
 }
 
-// ReadWorkerFileRaw returns a per-worker state file's bytes, checked.
+// ReadWorkerFileRaw returns a per-worker state file's bytes, checked
+// against its size and checksum; the file is read once.
 func (s *Snapshot) ReadWorkerFileRaw(wf snapshotfmt.WorkerFile) ([]byte, error) {
-	f, err := s.OpenListed(wf.Path, wf.Size, wf.Checksum)
+	f, err := s.openSized(wf.Path, wf.Size)
 	if err != nil {
 		return nil, err
 	}
@@ -246,6 +256,11 @@ func (s *Snapshot) ReadWorkerFileRaw(wf snapshotfmt.WorkerFile) ([]byte, error) 
 	data := make([]byte, wf.Size)
 	if _, err := io.ReadFull(s.readerOf(f), data); err != nil {
 		return nil, fmt.Errorf("read %s: %w", wf.Path, err)
+	}
+	if !s.opts.SkipChecksums {
+		if err := checksumErr(wf.Path, snapshotfmt.Checksum(data), wf.Checksum); err != nil {
+			return nil, err
+		}
 	}
 	return data, nil
 }
