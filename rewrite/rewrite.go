@@ -24,6 +24,7 @@
 package rewrite
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -105,6 +106,8 @@ type Summary struct {
 	Renamed        []string                 `json:"renamed_states"`
 	SpilledBytes   int64                    `json:"spilled_bytes"`
 	SpilledRuns    int                      `json:"spilled_runs"`
+	// Compression is the target's SSTable block compression.
+	Compression string `json:"compression"`
 	// Elapsed is the rewrite until its output was sealed, without the
 	// self-check (Verification.Seconds) and publication.
 	Elapsed        time.Duration `json:"-"`
@@ -228,7 +231,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		Entries: out.TotalEntries(), LogicalBytes: out.TotalBytes(), SourceBytes: m.DataBytes(),
 		TargetBytes: out.DataBytes(), TargetFiles: len(out.Files), DroppedEntries: s.dropped.Load(),
 		Dropped: dropped, Renamed: renamed, SpilledBytes: r.spilledBytes.Load(), SpilledRuns: int(r.spilledRuns.Load()),
-		StaleRemoved: w.Stage().Removed, Plan: p, Manifest: out,
+		StaleRemoved: w.Stage().Removed, Plan: p, Manifest: out, Compression: cmp.Or(opts.Compression, "snappy"),
 	}
 	if sum.Dropped == nil {
 		sum.Dropped = []string{}

@@ -18,6 +18,7 @@ type generateOptions struct {
 	buckets, width, keys, entries int
 	subKeys, listLen, valueSize   int
 	mapping, skew, fileSize       string
+	compression                   string
 	spread, noWorkerState, force  bool
 	seed                          uint64
 }
@@ -53,6 +54,7 @@ broadcast). The same flags give identical data files on every run.`,
 	f.Uint64Var(&o.seed, "seed", 1, "random seed")
 	f.BoolVar(&o.noWorkerState, "no-worker-state", false, "leave out per-worker state")
 	f.StringVar(&o.fileSize, "file-size", "128MiB", "target data file size")
+	f.StringVar(&o.compression, "compression", "snappy", compressionFlagHelp)
 	f.BoolVar(&o.force, "force", false, "replace a non-empty --out once the new snapshot is complete")
 	return cmd
 }
@@ -61,6 +63,10 @@ func runGenerate(cmd *cobra.Command, g *globalOptions, o *generateOptions, out s
 	fs, err := units.ParseBytes(o.fileSize)
 	if err != nil {
 		return usagef(fmt.Errorf("--file-size: %w", err))
+	}
+	comp, err := parseCompression(o.compression)
+	if err != nil {
+		return err
 	}
 	mapping, err := snapshotfmt.ParseMapping(o.mapping)
 	if err != nil {
@@ -84,7 +90,7 @@ func runGenerate(cmd *cobra.Command, g *globalOptions, o *generateOptions, out s
 		spec.Keys = max(1, o.entries/spec.EntriesPerKey())
 	}
 	start := time.Now()
-	m, err := fixtures.Generate(cmd.Context(), out, spec, writer.Options{FileSize: fs, Force: o.force})
+	m, err := fixtures.Generate(cmd.Context(), out, spec, writer.Options{FileSize: fs, Force: o.force, Compression: comp})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ type rewriteOptions struct {
 	buckets, parallelism      int
 	out, mapping, memory, tmp string
 	fileSize, note            string
+	compression               string
 	force, noVerify           bool
 	dropStates, renameStates  []string
 }
@@ -73,6 +74,7 @@ listed, and the exit code is 1.`,
 	f.StringVar(&o.memory, "memory", "", memoryFlagHelp)
 	f.StringVar(&o.tmp, "tmp", "", "directory for spill files (default: TARGET's parent)")
 	f.StringVar(&o.fileSize, "file-size", "128MiB", "target data file size")
+	f.StringVar(&o.compression, "compression", "snappy", compressionFlagHelp)
 	f.StringVar(&o.note, "note", "", "note recorded in the lineage")
 	f.BoolVar(&o.force, "force", false, "replace a non-empty TARGET once the new snapshot is complete")
 	f.BoolVar(&o.noVerify, "no-verify", false, "skip proving the output against SOURCE")
@@ -116,6 +118,9 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 	}
 	if opts.FileSize, err = units.ParseBytes(o.fileSize); err != nil || opts.FileSize <= 0 {
 		return usagef(fmt.Errorf("--file-size %q: want a size such as 128MiB", o.fileSize))
+	}
+	if opts.Compression, err = parseCompression(o.compression); err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	if !g.JSON {
@@ -163,6 +168,19 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 	}
 	fmt.Fprintln(out, sum.Verification.Detail)
 	return nil
+}
+
+// compressionFlagHelp is the --compression help of the commands that write
+// snapshots.
+const compressionFlagHelp = "SSTable block compression of the output: snappy, zstd (smaller, slower) or none (larger, least CPU)"
+
+// parseCompression checks a --compression value (the writer's names).
+func parseCompression(s string) (string, error) {
+	switch s {
+	case "snappy", "zstd", "none":
+		return s, nil
+	}
+	return "", usagef(fmt.Errorf("--compression %q: want snappy, zstd or none", s))
 }
 
 func printRewritePlan(w io.Writer, p plan.RewritePlan) {
