@@ -79,14 +79,14 @@ type Bin struct {
 	Buckets int    `json:"buckets"`
 }
 
-// BucketHistogram spreads the buckets' logical sizes over at most bins
-// equal-width bins from the smallest to the largest bucket.
-func BucketHistogram(m *snapshotfmt.Manifest, bins int) []Bin {
-	if len(m.BucketBytes) == 0 || bins < 1 {
+// BucketHistogram spreads bucket sizes (a manifest's BucketBytes) over at
+// most bins equal-width bins from the smallest to the largest bucket.
+func BucketHistogram(bucketBytes []uint64, bins int) []Bin {
+	if len(bucketBytes) == 0 || bins < 1 {
 		return nil
 	}
-	lo, hi := m.BucketBytes[0], m.BucketBytes[0]
-	for _, b := range m.BucketBytes {
+	lo, hi := bucketBytes[0], bucketBytes[0]
+	for _, b := range bucketBytes {
 		lo, hi = min(lo, b), max(hi, b)
 	}
 	span := hi - lo + 1
@@ -99,7 +99,7 @@ func BucketHistogram(m *snapshotfmt.Manifest, bins int) []Bin {
 		out[i].LoBytes = lo + uint64(i)*width
 		out[i].HiBytes = min(hi, out[i].LoBytes+width-1)
 	}
-	for _, b := range m.BucketBytes {
+	for _, b := range bucketBytes {
 		out[(b-lo)/width].Buckets++
 	}
 	return out

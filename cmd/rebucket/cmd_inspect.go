@@ -68,7 +68,7 @@ func runInspect(cmd *cobra.Command, g *globalOptions, dir string, topKeys int) e
 		Partitioning: m.Partitioning, WidthAtWrite: m.WidthAtWrite,
 		Entries: m.TotalEntries(), LogicalBytes: m.TotalBytes(), DataBytes: m.DataBytes(),
 		States: m.States, WorkerStates: m.WorkerStates, Files: m.Files, Lineage: m.Lineage,
-		Load: plan.LoadAt(m, m.WidthAtWrite), Histogram: plan.BucketHistogram(m, 10),
+		Load: plan.LoadAt(m, m.WidthAtWrite), Histogram: plan.BucketHistogram(m.BucketBytes, 10),
 		BucketBytes: m.BucketBytes, Warnings: []string{},
 	}
 	if m.Partitioning.Buckets > snapshotfmt.WarnBuckets {
@@ -151,23 +151,7 @@ func renderInspect(w io.Writer, r *inspectReport) {
 		fmt.Fprintf(w, "  %s  %-9s %s%d %s  by %s%s\n", l.Time.Format("2006-01-02 15:04:05"), l.Action, from, l.ToBuckets, l.ToMapping, l.Tool, note)
 	}
 	renderLoad(w, r.Load)
-	fmt.Fprintf(w, "\nbucket sizes (logical bytes)\n")
-	if len(r.BucketBytes) <= 32 {
-		rows := make([]barRow, len(r.BucketBytes))
-		for b, v := range r.BucketBytes {
-			rows[b] = barRow{label: fmt.Sprintf("bucket %d", b), value: float64(v), note: units.Bytes(int64(v))}
-		}
-		drawBars(w, rows, 40)
-		return
-	}
-	rows := make([]barRow, len(r.Histogram))
-	for i, bin := range r.Histogram {
-		rows[i] = barRow{
-			label: fmt.Sprintf("%s..%s", units.Bytes(int64(bin.LoBytes)), units.Bytes(int64(bin.HiBytes))),
-			value: float64(bin.Buckets), note: fmt.Sprintf("%d buckets", bin.Buckets),
-		}
-	}
-	drawBars(w, rows, 40)
+	renderBucketSizes(w, r.BucketBytes)
 }
 
 // renderLoad prints the per-worker load at one width as a table and bars.

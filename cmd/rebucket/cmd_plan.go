@@ -274,28 +274,6 @@ func renderWidthPlan(w io.Writer, p plan.WidthPlan) {
 	}
 }
 
-func renderBucketSizes(w io.Writer, bb []uint64) {
-	fmt.Fprintf(w, "\nbucket sizes (logical bytes)\n")
-	if len(bb) <= 32 {
-		rows := make([]barRow, len(bb))
-		for b, v := range bb {
-			rows[b] = barRow{label: fmt.Sprintf("bucket %d", b), value: float64(v), note: units.Bytes(int64(v))}
-		}
-		drawBars(w, rows, 40)
-		return
-	}
-	m := &snapshotfmt.Manifest{BucketBytes: bb}
-	hist := plan.BucketHistogram(m, 10)
-	rows := make([]barRow, len(hist))
-	for i, bin := range hist {
-		rows[i] = barRow{
-			label: fmt.Sprintf("%s..%s", units.Bytes(int64(bin.LoBytes)), units.Bytes(int64(bin.HiBytes))),
-			value: float64(bin.Buckets), note: fmt.Sprintf("%d buckets", bin.Buckets),
-		}
-	}
-	drawBars(w, rows, 40)
-}
-
 func renderPlanRewrite(w io.Writer, p *plan.RewritePlan, e *plan.RewriteEstimate) {
 	fmt.Fprintf(w, "\nrewrite %d %s -> %d %s: %s\n", p.From.Buckets, p.From.Mapping, p.To.Buckets, p.To.Mapping, p.Strategy)
 	fmt.Fprintf(w, "  why          %s\n", p.Reason)
