@@ -5,9 +5,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/rebucket/rebucket/internal/fsx"
 
@@ -91,14 +95,20 @@ func kept(schema *arrow.Schema, drop map[string]bool) []int {
 // ---- Parquet ----
 
 type parquetSink struct {
-	f    *os.File
-	bw   *bufio.Writer
-	w    *parquet.Writer
-	cols []int // view column index per kept column
-	leaf []int // parquet leaf index per kept column
-	opt  []bool
-	buf  []parquet.Row
-	n    uint64
+	f  *os.File
+	bw *bufio.Writer
+	w  *parquet.Writer
+	// rg is the row group being filled column by column; each column is
+	// encoded and compressed on its own goroutine (the columns are
+	// independent until the row group is committed, serially).
+	rg      *parquet.ConcurrentRowGroupWriter
+	rgRows  int64
+	maxRows int64
+	cols    []int             // view column index per kept column
+	leaf    []int             // parquet leaf index per kept column
+	opt     []bool            // optional (nullable) per kept column
+	vals    [][]parquet.Value // per kept column, reused between calls
+	n       uint64
 }
 
 func parquetCodec(name string) (compress.Codec, error) {
@@ -157,8 +167,16 @@ func newParquetSink(f *os.File, cfg sinkConfig) (*parquetSink, error) {
 	for k, v := range cfg.meta {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
+	// Min/max bounds of value blobs help no reader and cost a byte
+	// comparison per row; keys (and integers) keep theirs.
+	for _, i := range cols {
+		if name := cfg.schema.Field(i).Name; strings.HasPrefix(name, reader.ColValue) && name != reader.ColValue+"_int64" {
+			opts = append(opts, parquet.SkipPageBounds(name))
+		}
+	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	ps := &parquetSink{f: f, bw: bw, w: parquet.NewWriter(bw, opts...), cols: cols}
+	ps := &parquetSink{f: f, bw: bw, w: parquet.NewWriter(bw, opts...), cols: cols, maxRows: cfg.rowGroupRows}
+	ps.rg = ps.w.BeginRowGroup()
 	for _, i := range cols {
 		name := cfg.schema.Field(i).Name
 		lc, ok := schema.Lookup(name)
@@ -168,60 +186,125 @@ func newParquetSink(f *os.File, cfg sinkConfig) (*parquetSink, error) {
 		ps.leaf = append(ps.leaf, lc.ColumnIndex)
 		ps.opt = append(ps.opt, lc.MaxDefinitionLevel > 0)
 	}
+	ps.vals = make([][]parquet.Value, len(cols))
 	return ps, nil
 }
 
 func (ps *parquetSink) write(rec arrow.Record, lo, hi int64) error {
-	const chunk = 4096
-	for start := lo; start < hi; start += chunk {
-		end := min(hi, start+chunk)
-		ps.buf = ps.buf[:0]
-		for r := start; r < end; r++ {
-			// Values must be in leaf order (the schema sorts columns by
-			// name); every column is flat, so leaf index = position.
-			row := make(parquet.Row, len(ps.cols))
-			for j, ci := range ps.cols {
-				v := parquetValue(rec.Column(ci), int(r))
-				def := 0
-				if ps.opt[j] && !v.IsNull() {
-					def = 1
-				}
-				row[ps.leaf[j]] = v.Level(0, def, ps.leaf[j])
-			}
-			ps.buf = append(ps.buf, row)
-		}
-		if _, err := ps.w.WriteRows(ps.buf); err != nil {
+	for lo < hi {
+		end := min(hi, lo+ps.maxRows-ps.rgRows)
+		if err := ps.writeColumns(rec, lo, end); err != nil {
 			return fmt.Errorf("write %s: %w", ps.f.Name(), err)
 		}
+		ps.rgRows += end - lo
+		ps.n += uint64(end - lo)
+		lo = end
+		if ps.rgRows == ps.maxRows {
+			if err := ps.commit(); err != nil {
+				return err
+			}
+		}
 	}
-	ps.n += uint64(hi - lo)
 	return nil
 }
 
-// parquetValue is row r of a view column as a Parquet value (levels unset).
-func parquetValue(col arrow.Array, r int) parquet.Value {
-	if col.IsNull(r) {
-		return parquet.NullValue()
+func (ps *parquetSink) commit() error {
+	if ps.rgRows == 0 {
+		return nil
 	}
-	switch a := col.(type) {
-	case *array.Uint32:
-		return parquet.Int32Value(int32(a.Value(r)))
-	case *array.Int64:
-		return parquet.Int64Value(a.Value(r))
-	case *array.Int32:
-		return parquet.Int32Value(a.Value(r))
-	case *array.Binary:
-		return parquet.ByteArrayValue(a.Value(r))
-	case *array.String:
-		return parquet.ByteArrayValue([]byte(a.Value(r)))
-	case *array.Dictionary:
-		d := a.Dictionary().(*array.String)
-		return parquet.ByteArrayValue([]byte(d.Value(a.GetValueIndex(r))))
+	if _, err := ps.rg.Commit(); err != nil {
+		return fmt.Errorf("write %s: %w", ps.f.Name(), err)
 	}
-	panic(fmt.Sprintf("dataset: unexpected view column type %T", col))
+	ps.rgRows = 0
+	return nil
+}
+
+// writeColumns writes rows [lo, hi) of rec, one goroutine per column (the
+// runtime spreads them over GOMAXPROCS; the value column dominates).
+func (ps *parquetSink) writeColumns(rec arrow.Record, lo, hi int64) error {
+	errs := make([]error, len(ps.cols))
+	var wg sync.WaitGroup
+	for j := range ps.cols {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[j] = ps.writeColumn(j, rec.Column(ps.cols[j]), int(lo), int(hi))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writeColumn appends rows [lo, hi) of one view column to its column
+// writer, in pages' worth of values with a reused buffer: no per-row
+// allocation.
+func (ps *parquetSink) writeColumn(j int, col arrow.Array, lo, hi int) (err error) {
+	defer func() {
+		// A panic on a goroutine would kill the process; make it an error.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("parquet column %d: %v", j, r)
+		}
+	}()
+	cw := ps.rg.ColumnWriters()[ps.leaf[j]]
+	leaf := ps.leaf[j]
+	def := 0
+	if ps.opt[j] {
+		def = 1
+	}
+	var dict [][]byte
+	if d, ok := col.(*array.Dictionary); ok {
+		ds := d.Dictionary().(*array.String)
+		dict = make([][]byte, ds.Len())
+		for i := range dict {
+			dict[i] = []byte(ds.Value(i))
+		}
+	}
+	const chunk = 4096
+	vals := ps.vals[j]
+	for start := lo; start < hi; start += chunk {
+		end := min(hi, start+chunk)
+		vals = vals[:0]
+		for r := start; r < end; r++ {
+			var v parquet.Value
+			if col.IsNull(r) {
+				vals = append(vals, parquet.NullValue().Level(0, 0, leaf))
+				continue
+			}
+			switch a := col.(type) {
+			case *array.Binary:
+				v = parquet.ByteArrayValue(a.Value(r))
+			case *array.String:
+				// The column writer copies the bytes; no need to copy here.
+				s := a.Value(r)
+				v = parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(s), len(s)))
+			case *array.Dictionary:
+				v = parquet.ByteArrayValue(dict[a.GetValueIndex(r)])
+			case *array.Uint32:
+				v = parquet.Int32Value(int32(a.Value(r)))
+			case *array.Int64:
+				v = parquet.Int64Value(a.Value(r))
+			case *array.Int32:
+				v = parquet.Int32Value(a.Value(r))
+			default:
+				return fmt.Errorf("unexpected view column type %T", col)
+			}
+			vals = append(vals, v.Level(0, def, leaf))
+		}
+		if _, err := cw.WriteRowValues(vals); err != nil {
+			return err
+		}
+	}
+	// Drop references into the batch before it is released.
+	clear(vals)
+	ps.vals[j] = vals[:0]
+	return nil
 }
 
 func (ps *parquetSink) close() error {
+	if err := ps.commit(); err != nil {
+		ps.f.Close()
+		return err
+	}
 	if err := ps.w.Close(); err != nil {
 		ps.f.Close()
 		return fmt.Errorf("finish %s: %w", ps.f.Name(), err)

@@ -548,11 +548,24 @@ func appendDecoded(b array.Builder, codec string, src []byte, ok bool) {
 		sb.AppendNull()
 		return
 	}
-	if s, good := DecodeText(codec, src); good {
-		sb.Append(s)
+	// Validate in place and append the bytes: DecodeText's string would
+	// be one allocation per row.
+	if validText(codec, src) {
+		sb.BinaryBuilder.Append(src)
 	} else {
 		sb.AppendNull()
 	}
+}
+
+// validText reports whether b is valid for the utf8 or json codec.
+func validText(codec string, b []byte) bool {
+	switch codec {
+	case "utf8":
+		return utf8.Valid(b)
+	case "json":
+		return json.Valid(b)
+	}
+	return false
 }
 
 func (bb *batchBuilder) build() arrow.Record {
