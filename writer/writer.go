@@ -83,6 +83,9 @@ type Snapshot struct {
 // holds an open descriptor).
 const maxBackgroundSyncs = 16
 
+// dataBlockSize is the target size of an SSTable data and index block.
+const dataBlockSize = 32 << 10
+
 // bufPool holds the write buffers of data files, reused across files: a
 // rewrite into thousands of buckets would otherwise allocate one per file.
 var bufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 256<<10) }}
@@ -98,7 +101,11 @@ func Create(target string, h Header, opts Options) (*Snapshot, error) {
 	if opts.FileSize <= 0 {
 		opts.FileSize = DefaultFileSize
 	}
-	wo := sstable.WriterOptions{TableFormat: sstable.TableFormatPebblev4}
+	// 32 KiB blocks (Pebble's default is 4 KiB): every reader of a snapshot
+	// scans it whole, and each block costs a read, a cache allocation, a
+	// checksum and an index entry. Measured on 10M entries: verify
+	// --against 2.6 -> 2.05 CPU s, load at width 40 4.7 -> 4.2.
+	wo := sstable.WriterOptions{TableFormat: sstable.TableFormatPebblev4, BlockSize: dataBlockSize, IndexBlockSize: dataBlockSize}
 	switch opts.Compression {
 	case "", "snappy":
 		wo.Compression = sstable.SnappyCompression
