@@ -204,7 +204,8 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 				pos[j] = -1
 			}
 		}
-		hiveStep, hiveState := in.hive["step"], in.hive["state"]
+		hiveStep, hiveState := []byte(in.hive["step"]), []byte(in.hive["state"])
+		var last *stateSlot // the slot of the previous row
 		var rowN uint64
 		err := p.scan(ctx, present, func(cs []cell) error {
 			rowN++
@@ -215,12 +216,11 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 				return cs[pos[j]]
 			}
 			stepC, stateC, keyC, subC, valC := get(0), get(1), get(2), get(3), get(4)
-			step, name := string(stepC.b), string(stateC.b)
 			if pos[0] < 0 {
-				step, stepC.null = hiveStep, false
+				stepC = cell{b: hiveStep}
 			}
 			if pos[1] < 0 {
-				name, stateC.null = hiveState, false
+				stateC = cell{b: hiveState}
 			}
 			where := func() string { return fmt.Sprintf("%s row %d", in.path, rowN) }
 			switch {
@@ -233,21 +233,29 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			case len(keyC.b) > snapshotfmt.MaxKeyLen:
 				return fmt.Errorf("%w: %s: key of %d bytes is over the %d MiB bound", snapshotfmt.ErrTooLarge, where(), len(keyC.b), snapshotfmt.MaxKeyLen>>20)
 			}
-			q := step + "/" + name
-			sl := slots[q]
-			if sl == nil {
-				if known {
-					return fmt.Errorf("%w: %s: state %s is not in the states table (%s has %s)", snapshotfmt.ErrInvalidArgument, where(), q, res.StatesFrom, slotNames(order))
+			// Rows come in runs of one state: reuse the last slot without
+			// building its name (a string per row was most of the
+			// import's garbage, which the collector lets grow the heap).
+			sl := last
+			if sl == nil || string(stepC.b) != sl.st.Step || string(stateC.b) != sl.st.Name {
+				step, name := string(stepC.b), string(stateC.b)
+				q := step + "/" + name
+				sl = slots[q]
+				if sl == nil {
+					if known {
+						return fmt.Errorf("%w: %s: state %s is not in the states table (%s has %s)", snapshotfmt.ErrInvalidArgument, where(), q, res.StatesFrom, slotNames(order))
+					}
+					if step == "" || name == "" || strings.Contains(step, "/") {
+						return fmt.Errorf("%w: %s: step %q and state %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, where(), step, name)
+					}
+					if len(order) >= 1<<16-1 {
+						return fmt.Errorf("%w: more than 65535 states", snapshotfmt.ErrTooLarge)
+					}
+					sl = &stateSlot{st: snapshotfmt.State{ID: uint16(len(order) + 1), Step: step, Name: name, Kind: snapshotfmt.KindValue}}
+					slots[q] = sl
+					order = append(order, sl)
 				}
-				if step == "" || name == "" || strings.Contains(step, "/") {
-					return fmt.Errorf("%w: %s: step %q and state %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, where(), step, name)
-				}
-				if len(order) >= 1<<16-1 {
-					return fmt.Errorf("%w: more than 65535 states", snapshotfmt.ErrTooLarge)
-				}
-				sl = &stateSlot{st: snapshotfmt.State{ID: uint16(len(order) + 1), Step: step, Name: name, Kind: snapshotfmt.KindValue}}
-				slots[q] = sl
-				order = append(order, sl)
+				last = sl
 			}
 			if subC.null {
 				sl.nilSub++
@@ -257,13 +265,13 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			if known {
 				isMap := sl.st.Kind == snapshotfmt.KindMap
 				if isMap && subC.null {
-					return fmt.Errorf("%w: %s: state %s is a map but sub_key is null", snapshotfmt.ErrInvalidArgument, where(), q)
+					return fmt.Errorf("%w: %s: state %s is a map but sub_key is null", snapshotfmt.ErrInvalidArgument, where(), sl.st.QualifiedName())
 				}
 				if !isMap && !subC.null {
-					return fmt.Errorf("%w: %s: state %s is a %s state but sub_key is set (only map state has sub-keys)", snapshotfmt.ErrInvalidArgument, where(), q, sl.st.Kind)
+					return fmt.Errorf("%w: %s: state %s is a %s state but sub_key is set (only map state has sub-keys)", snapshotfmt.ErrInvalidArgument, where(), sl.st.QualifiedName(), sl.st.Kind)
 				}
 			} else if sl.withSub > 0 && sl.nilSub > 0 {
-				return fmt.Errorf("%w: %s: state %s has rows with and without sub_key: it is neither a map (every row has one) nor a value state; give its kind with --states", snapshotfmt.ErrInvalidArgument, where(), q)
+				return fmt.Errorf("%w: %s: state %s has rows with and without sub_key: it is neither a map (every row has one) nor a value state; give its kind with --states", snapshotfmt.ErrInvalidArgument, where(), sl.st.QualifiedName())
 			}
 			key = snapshotfmt.AppendKey(key[:0], layout.Bucket(keyC.b), sl.st.ID, keyC.b, subC.b)
 			if err := sorter.Add(key, valC.b); err != nil {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -437,9 +438,9 @@ func arrowCell(col arrow.Array, r int) cell {
 	case *array.LargeBinary:
 		return cell{b: a.Value(r)}
 	case *array.String:
-		return cell{b: []byte(a.Value(r))}
+		return cell{b: stringBytes(a.Value(r))}
 	case *array.LargeString:
-		return cell{b: []byte(a.Value(r))}
+		return cell{b: stringBytes(a.Value(r))}
 	case *array.Int32:
 		return cell{i: int64(a.Value(r))}
 	case *array.Int64:
@@ -451,3 +452,8 @@ func arrowCell(col arrow.Array, r int) cell {
 	}
 	return cell{null: true}
 }
+
+// stringBytes views a string of an Arrow array as bytes without a copy (a
+// copy per row was garbage the collector let grow the heap): cells are read
+// only, and only during the scan callback.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

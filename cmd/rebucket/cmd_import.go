@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rebucket/rebucket/dataset"
 	"github.com/rebucket/rebucket/internal/units"
+	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/snapshotfmt"
 	"github.com/rebucket/rebucket/writer"
 )
@@ -46,7 +48,10 @@ with step, name, rule, worker, item, value).
 
 Rows with the same (step, state, key, sub-key) are an error unless --dedupe
 first|last. The input may be larger than memory: it is sorted within
---memory, spilling to --tmp. The written snapshot is read back and its
+--memory, spilling to --tmp. Peak resident memory is --memory plus a fixed
+overhead of under 100 MiB whatever the input size (measured: 67-76 MiB at
+--memory 32MiB, 51-91 MiB for 10M rows at --memory 256MiB), plus one input
+page or Arrow record batch. The written snapshot is read back and its
 fingerprints compared with what was written (--no-verify skips that).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,6 +75,13 @@ fingerprints compared with what was written (--no-verify skips that).`,
 	f.BoolVar(&o.force, "force", false, "replace a non-empty --out once the new snapshot is complete")
 	f.BoolVar(&o.noVerify, "no-verify", false, "skip reading the written snapshot back")
 	return cmd
+}
+
+// importReport is the --json document: the import's result plus the
+// process's peak resident memory (0 where the system does not say).
+type importReport struct {
+	*dataset.ImportResult
+	PeakRSS int64 `json:"peak_rss_bytes"`
 }
 
 func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src string) error {
@@ -109,12 +121,16 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 			return usagef(fmt.Errorf("--states %s: %w", o.statesFile, err))
 		}
 	}
+	// The sort's budget counts live entries; a soft limit makes the
+	// collector reclaim dropped sort chunks and decoded pages before the
+	// heap grows to twice the live size (which GOGC alone allows).
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mem + plan.FixedOverhead/2))
 	res, err := dataset.Import(cmd.Context(), src, o.out, opts)
 	if err != nil {
 		return err
 	}
 	if g.JSON {
-		return writeJSON(cmd.OutOrStdout(), res)
+		return writeJSON(cmd.OutOrStdout(), importReport{ImportResult: res, PeakRSS: peakRSS()})
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "imported %s into %s: %s rows -> %s entries in %d files (%s), %d buckets (%s), width %d, in %s\n",
