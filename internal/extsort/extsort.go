@@ -489,6 +489,7 @@ type runSource struct {
 	r     *bufio.Reader
 	buf   []byte
 	k, v  []byte
+	skip  int // bytes of the current entry still in r's buffer
 	order int
 	path  string
 }
@@ -502,14 +503,16 @@ func openRun(fs fsx.FS, p string, order, bufSize int) (*runSource, error) {
 }
 
 func (r *runSource) next() (bool, error) {
-	kl, err := binary.ReadUvarint(r.r)
+	// The previous entry was read in place (see below): drop it now that
+	// the caller is done with it.
+	if r.skip > 0 {
+		r.r.Discard(r.skip)
+		r.skip = 0
+	}
+	kl, vl, hl, err := r.header()
 	if err == io.EOF {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("read spill file %s: %w", r.path, err)
-	}
-	vl, err := binary.ReadUvarint(r.r)
 	if err != nil {
 		return false, fmt.Errorf("read spill file %s: %w", r.path, err)
 	}
@@ -517,16 +520,67 @@ func (r *runSource) next() (bool, error) {
 		return false, fmt.Errorf("spill file %s is damaged: entry of %d+%d bytes", r.path, kl, vl)
 	}
 	n := int(kl + vl)
+	// An entry that fits the read buffer is used where it lies, without a
+	// copy; it stays valid until the next call.
+	if hl+n <= r.r.Size() {
+		b, err := r.r.Peek(hl + n)
+		if err != nil {
+			return false, fmt.Errorf("read spill file %s: %w", r.path, noEOF(err))
+		}
+		b = b[hl:]
+		r.k, r.v = b[:kl:kl], b[kl:n:n]
+		r.skip = hl + n
+		return true, nil
+	}
+	r.r.Discard(hl)
 	if cap(r.buf) < n {
 		r.buf = make([]byte, n)
 	}
 	r.buf = r.buf[:n]
 	if _, err := io.ReadFull(r.r, r.buf); err != nil {
-		return false, fmt.Errorf("read spill file %s: %w", r.path, err)
+		return false, fmt.Errorf("read spill file %s: %w", r.path, noEOF(err))
 	}
 	r.k, r.v = r.buf[:kl], r.buf[kl:]
 	return true, nil
 }
+
+// header decodes the two lengths at the read position without consuming
+// them; hl is their size. io.EOF means a clean end of the run.
+func (r *runSource) header() (kl, vl uint64, hl int, err error) {
+	b, perr := r.r.Peek(2 * binary.MaxVarintLen64)
+	if len(b) == 0 {
+		if perr == nil || perr == io.EOF {
+			return 0, 0, 0, io.EOF
+		}
+		return 0, 0, 0, perr
+	}
+	kl, a := binary.Uvarint(b)
+	if a <= 0 {
+		return 0, 0, 0, truncatedOr(perr)
+	}
+	vl, c := binary.Uvarint(b[a:])
+	if c <= 0 {
+		return 0, 0, 0, truncatedOr(perr)
+	}
+	return kl, vl, a + c, nil
+}
+
+// truncatedOr is the error of a length cut short: the read error if there
+// was one, else a truncated run.
+func truncatedOr(err error) error {
+	if err != nil && err != io.EOF {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
 func (r *runSource) key() []byte   { return r.k }
 func (r *runSource) value() []byte { return r.v }
 func (r *runSource) close()        { r.f.Close() }

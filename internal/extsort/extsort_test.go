@@ -3,6 +3,7 @@ package extsort
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -153,5 +154,71 @@ func BenchmarkSortSpill(b *testing.B) {
 		}
 		it.Close()
 		s.Close()
+	}
+}
+
+// A spill run read back in place (entries within the read buffer) or
+// copied (larger ones) gives exactly what was written; a run cut anywhere
+// gives the entries before the cut and then an error, unless the cut falls
+// between two entries.
+func TestRunReadBackAndTruncation(t *testing.T) {
+	dir := t.TempDir()
+	entries := []kv{
+		{[]byte("a"), []byte("1")},
+		{[]byte(""), []byte("")},
+		{bytes.Repeat([]byte{'k'}, 200), bytes.Repeat([]byte{'v'}, 300)}, // above a 128-byte header varint
+		{[]byte("big"), bytes.Repeat([]byte{'B'}, 3000)},                 // larger than the read buffer
+		{[]byte("z"), []byte("last")},
+	}
+	p := dir + "/run"
+	n, err := writeRun(nil, p, len(entries), func(i int) ([]byte, []byte) { return entries[i].k, entries[i].v })
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := os.ReadFile(p)
+	if int64(len(full)) != n {
+		t.Fatalf("writeRun says %d bytes, file has %d", n, len(full))
+	}
+	// Entry boundaries, to tell a clean cut from a damaged one.
+	ends := map[int]int{0: 0}
+	off := 0
+	for i, e := range entries {
+		off += len(binary.AppendUvarint(nil, uint64(len(e.k)))) + len(binary.AppendUvarint(nil, uint64(len(e.v)))) + len(e.k) + len(e.v)
+		ends[off] = i + 1
+	}
+	for cut := 0; cut <= len(full); cut++ {
+		q := fmt.Sprintf("%s/cut-%d", dir, cut)
+		if err := os.WriteFile(q, full[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, err := openRun(nil, q, 0, 1024)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		var rerr error
+		for {
+			ok, err := r.next()
+			if err != nil {
+				rerr = err
+				break
+			}
+			if !ok {
+				break
+			}
+			if !bytes.Equal(r.key(), entries[got].k) || !bytes.Equal(r.value(), entries[got].v) {
+				t.Fatalf("cut %d: entry %d differs", cut, got)
+			}
+			got++
+		}
+		r.close()
+		if want, clean := ends[cut]; clean {
+			if rerr != nil || got != want {
+				t.Fatalf("cut %d at an entry boundary: %d entries, err %v; want %d, nil", cut, got, rerr, want)
+			}
+		} else if rerr == nil {
+			t.Fatalf("cut %d inside an entry: %d entries and no error", cut, got)
+		}
+		os.Remove(q)
 	}
 }
