@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -167,11 +166,14 @@ func newParquetSink(f *os.File, cfg sinkConfig) (*parquetSink, error) {
 	for k, v := range cfg.meta {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
-	// Min/max bounds of value blobs help no reader and cost a byte
-	// comparison per row; keys (and integers) keep theirs.
+	// Min/max bounds of byte columns cost a comparison per row and help no
+	// reader: rows are in bucket (hash) order, so every page of keys spans
+	// nearly the whole key range, and values are blobs. The bucket,
+	// step/state and integer columns keep theirs.
 	for _, i := range cols {
-		if name := cfg.schema.Field(i).Name; strings.HasPrefix(name, reader.ColValue) && name != reader.ColValue+"_int64" {
-			opts = append(opts, parquet.SkipPageBounds(name))
+		fl := cfg.schema.Field(i)
+		if fl.Type.ID() == arrow.BINARY || fl.Type.ID() == arrow.STRING {
+			opts = append(opts, parquet.SkipPageBounds(fl.Name))
 		}
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
