@@ -583,31 +583,11 @@ func (bb *batchBuilder) build() arrow.Record {
 		cols = append(cols, d.NewArray())
 	}
 	rec := array.NewRecord(bb.p.schema, cols, int64(bb.n))
-	// The next batch is likely the same shape: size the builders for it
-	// now instead of growing them by doubling (a copy each time).
-	bb.reserve(bb.n, cols)
 	for _, c := range cols {
 		c.Release()
 	}
 	bb.n = 0
 	return rec
-}
-
-// reserve sizes the builders for n rows with the data sizes of cols.
-func (bb *batchBuilder) reserve(n int, cols []arrow.Array) {
-	bb.bucket.Reserve(n)
-	bb.step.Reserve(n)
-	bb.state.Reserve(n)
-	for i, b := range []*array.BinaryBuilder{bb.key, bb.sub, bb.value} {
-		b.Reserve(n)
-		b.ReserveData(len(cols[3+i].(*array.Binary).ValueBytes()))
-	}
-	for j, d := range bb.decoded {
-		d.Reserve(n)
-		if sb, ok := d.(*array.StringBuilder); ok {
-			sb.ReserveData(len(cols[6+j].(*array.String).ValueBytes()))
-		}
-	}
 }
 
 func (bb *batchBuilder) release() {
