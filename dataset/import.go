@@ -14,14 +14,12 @@ import (
 
 	"github.com/rebucket/rebucket/internal/extsort"
 	"github.com/rebucket/rebucket/internal/progress"
+	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/reader"
 	"github.com/rebucket/rebucket/snapshotfmt"
 	"github.com/rebucket/rebucket/verify"
 	"github.com/rebucket/rebucket/writer"
 )
-
-// DefaultImportMemory is the default sort budget of an import.
-const DefaultImportMemory = 256 << 20
 
 // maxDupsNamed bounds the duplicates an error names.
 const maxDupsNamed = 5
@@ -43,8 +41,8 @@ type ImportOptions struct {
 	// WorkerState is a per-worker state table to import (default: the one
 	// the export's metadata names).
 	WorkerState string
-	// Memory bounds the sort's buffers; TmpDir is where it spills
-	// (default: beside the output).
+	// Memory bounds the sort's buffers (default plan.DefaultMemory(), as
+	// rewrite); TmpDir is where it spills (default: beside the output).
 	Memory int64
 	TmpDir string
 	Writer writer.Options
@@ -182,7 +180,10 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	if tmp == "" {
 		tmp = filepath.Dir(filepath.Clean(out))
 	}
-	sorter := extsort.New(extsort.Options{Memory: max(opts.Memory, 0), TmpDir: tmp})
+	if opts.Memory <= 0 {
+		opts.Memory = plan.DefaultMemory()
+	}
+	sorter := extsort.New(extsort.Options{Memory: opts.Memory, TmpDir: tmp})
 	defer sorter.Close()
 
 	// Progress in logical bytes (encoded keys plus values), as the
