@@ -324,7 +324,7 @@ func (l *Loader) clip(ctx context.Context, df snapshotfmt.DataFile, lower, upper
 		return 0, fmt.Errorf("create %s: %w", dst, err)
 	}
 	w := sstable.NewWriter(&fileWritable{f: f, bw: bufio.NewWriterSize(f, 256<<10)}, sstable.WriterOptions{
-		TableFormat: sstable.TableFormatPebblev4, Compression: sstable.SnappyCompression,
+		TableFormat: sstable.TableFormatPebblev4, Compression: clipCompression(ctx, fi),
 		// As the writer's: fewer blocks to build now and to read later.
 		BlockSize: 32 << 10, IndexBlockSize: 32 << 10,
 	})
@@ -347,6 +347,17 @@ func (l *Loader) clip(ctx context.Context, df snapshotfmt.DataFile, lower, upper
 		fsys.Remove(dst)
 	}
 	return n, nil
+}
+
+// clipCompression is the compression of a clipped table: none if the
+// snapshot's file has none (the user chose CPU over bytes), else snappy.
+// A properties block that cannot be read means snappy: the entries
+// themselves are checked as they are read.
+func clipCompression(ctx context.Context, fi *FileIter) *sstable.CompressionProfile {
+	if p, err := fi.r.ReadPropertiesBlock(ctx, nil); err == nil && p.CompressionName == sstable.NoCompression.Name {
+		return sstable.NoCompression
+	}
+	return sstable.SnappyCompression
 }
 
 func (l *Loader) writeStates(i int, dir string, st *StoreStats) error {
