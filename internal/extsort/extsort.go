@@ -201,12 +201,7 @@ func (s *Sorter) sortFrom(idx []entry, depth uint32) {
 	// No insertion-order tie-break here: groups of equal prefixes are
 	// sorted again anyway, and pdqsort passes over runs of equal elements
 	// in linear time.
-	slices.SortFunc(idx, func(a, b entry) int {
-		if a.pfx != b.pfx {
-			return cmp.Compare(a.pfx, b.pfx)
-		}
-		return cmp.Compare(rest(a), rest(b))
-	})
+	radixPrefix(idx, 0, rest)
 	for i := 0; i < len(idx); {
 		j := i + 1
 		for j < len(idx) && idx[j].pfx == idx[i].pfx && rest(idx[j]) == rest(idx[i]) {
@@ -226,6 +221,61 @@ func (s *Sorter) sortFrom(idx []entry, depth uint32) {
 		}
 		i = j
 	}
+}
+
+// radixMin is the smallest group radixPrefix splits by a byte; smaller
+// ones are compared.
+const radixMin = 256
+
+// radixPrefix orders idx by (pfx, rest), not stably (sortFrom does not
+// need it): an in-place most-significant-byte radix sort (American flag
+// sort) from byte b of pfx, skipping bytes all entries share. For encoded
+// snapshot keys most of the first 8 bytes are shared (state ids, key
+// lengths), where a comparison sort pays log n comparisons per entry.
+func radixPrefix(idx []entry, b uint, rest func(entry) uint32) {
+	for len(idx) >= radixMin && b < 8 {
+		shift := 56 - 8*b
+		var count [256]int
+		for _, e := range idx {
+			count[byte(e.pfx>>shift)]++
+		}
+		if count[byte(idx[0].pfx>>shift)] == len(idx) {
+			b++ // every entry has this byte: on to the next
+			continue
+		}
+		var next, end [256]int
+		sum := 0
+		for d, c := range count {
+			next[d] = sum
+			sum += c
+			end[d] = sum
+		}
+		for d := range 256 {
+			for next[d] < end[d] {
+				e := idx[next[d]]
+				for x := int(byte(e.pfx >> shift)); x != d; x = int(byte(e.pfx >> shift)) {
+					e, idx[next[x]] = idx[next[x]], e
+					next[x]++
+				}
+				idx[next[d]] = e
+				next[d]++
+			}
+		}
+		lo := 0
+		for d := range 256 {
+			if hi := end[d]; hi-lo > 1 {
+				radixPrefix(idx[lo:hi], b+1, rest)
+			}
+			lo = end[d]
+		}
+		return
+	}
+	slices.SortFunc(idx, func(a, b entry) int {
+		if a.pfx != b.pfx {
+			return cmp.Compare(a.pfx, b.pfx)
+		}
+		return cmp.Compare(rest(a), rest(b))
+	})
 }
 
 // prefix8 is the first 8 bytes of key, big-endian, zero-padded.

@@ -2,6 +2,7 @@ package extsort
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -220,5 +221,50 @@ func TestRunReadBackAndTruncation(t *testing.T) {
 			t.Fatalf("cut %d inside an entry: %d entries and no error", cut, got)
 		}
 		os.Remove(q)
+	}
+}
+
+// radixPrefix orders by (pfx, rest) exactly as the comparison it replaces,
+// and permutes (loses or duplicates nothing), on prefixes that share
+// leading bytes, differ only in a middle byte, or are all equal.
+func TestRadixPrefixOrdersLikeComparison(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	gens := map[string]func(i int) uint64{
+		"random":       func(int) uint64 { return r.Uint64() },
+		"shared high":  func(int) uint64 { return 0xabcd<<48 | uint64(r.IntN(1000))<<16 },
+		"middle byte":  func(int) uint64 { return 7<<56 | uint64(r.IntN(3))<<24 },
+		"all equal":    func(int) uint64 { return 42 },
+		"one shared":   func(int) uint64 { return 5<<56 | uint64(r.IntN(200))<<48 | uint64(r.IntN(200))<<40 },
+		"few distinct": func(int) uint64 { return uint64(r.IntN(4)) << (8 * uint(r.IntN(8))) },
+	}
+	rest := func(e entry) uint32 { return e.klen }
+	for name, gen := range gens {
+		for _, n := range []int{0, 1, radixMin - 1, radixMin, 5000} {
+			idx := make([]entry, n)
+			for i := range idx {
+				idx[i] = entry{off: uint32(i), klen: uint32(r.IntN(10)), pfx: gen(i)}
+			}
+			want := slices.Clone(idx)
+			byKey := func(a, b entry) int {
+				if a.pfx != b.pfx {
+					return cmp.Compare(a.pfx, b.pfx)
+				}
+				return cmp.Compare(rest(a), rest(b))
+			}
+			slices.SortStableFunc(want, byKey)
+			radixPrefix(idx, 0, rest)
+			for i := range idx {
+				if byKey(idx[i], want[i]) != 0 {
+					t.Fatalf("%s, n=%d: entry %d is (%x, %d), want (%x, %d)", name, n, i, idx[i].pfx, rest(idx[i]), want[i].pfx, rest(want[i]))
+				}
+			}
+			seen := make([]bool, n)
+			for _, e := range idx {
+				if seen[e.off] {
+					t.Fatalf("%s, n=%d: entry %d twice", name, n, e.off)
+				}
+				seen[e.off] = true
+			}
+		}
 	}
 }
