@@ -54,24 +54,29 @@ type ImportOptions struct {
 
 // ImportResult summarizes an import.
 type ImportResult struct {
-	Snapshot      string                   `json:"snapshot"`
-	Inputs        []string                 `json:"inputs"`
-	Rows          uint64                   `json:"rows"`
-	Entries       uint64                   `json:"entries"`
-	Duplicates    uint64                   `json:"duplicates"`
-	StatesFrom    string                   `json:"states_from"` // export metadata, states file, inferred
-	Partial       bool                     `json:"partial_export"`
-	Partitioning  snapshotfmt.Partitioning `json:"partitioning"`
-	Width         int                      `json:"width"`
-	States        []snapshotfmt.State      `json:"states"`
-	WorkerStates  []string                 `json:"worker_states"`
-	WorkerSource  string                   `json:"worker_state_source,omitempty"`
-	Sort          extsort.Stats            `json:"sort"`
-	Verified      bool                     `json:"verified"`
-	Files         int                      `json:"files"`
-	DataBytes     int64                    `json:"data_bytes"`
-	Elapsed       time.Duration            `json:"-"`
-	ElapsedSecond float64                  `json:"elapsed_seconds"`
+	Snapshot     string                   `json:"snapshot"`
+	Inputs       []string                 `json:"inputs"`
+	Rows         uint64                   `json:"rows"`
+	Entries      uint64                   `json:"entries"`
+	Duplicates   uint64                   `json:"duplicates"`
+	StatesFrom   string                   `json:"states_from"` // export metadata, states file, inferred
+	Partial      bool                     `json:"partial_export"`
+	Partitioning snapshotfmt.Partitioning `json:"partitioning"`
+	Width        int                      `json:"width"`
+	States       []snapshotfmt.State      `json:"states"`
+	WorkerStates []string                 `json:"worker_states"`
+	WorkerSource string                   `json:"worker_state_source,omitempty"`
+	Sort         extsort.Stats            `json:"sort"`
+	Verified     bool                     `json:"verified"`
+	Files        int                      `json:"files"`
+	DataBytes    int64                    `json:"data_bytes"`
+	// StaleRemoved and Leftover are the temporary directories beside the
+	// target that were removed (dead runs') or left alone (see
+	// writer.Stage).
+	StaleRemoved  []string      `json:"stale_removed"`
+	Leftover      []string      `json:"leftover"`
+	Elapsed       time.Duration `json:"-"`
+	ElapsedSecond float64       `json:"elapsed_seconds"`
 }
 
 // stateSlot is one state of the table being built.
@@ -437,6 +442,13 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	}
 	if err := w.Publish(); err != nil {
 		return nil, err
+	}
+	res.StaleRemoved, res.Leftover = w.Stage().Removed, w.Stage().Leftover
+	if res.StaleRemoved == nil {
+		res.StaleRemoved = []string{}
+	}
+	if res.Leftover == nil {
+		res.Leftover = []string{}
 	}
 	res.Elapsed = time.Since(start)
 	res.ElapsedSecond = res.Elapsed.Seconds()

@@ -116,9 +116,13 @@ type Summary struct {
 	BytesPerSecond float64 `json:"bytes_per_second"`
 	// StaleRemoved lists leftover temporary directories of dead runs on the
 	// same target that were removed.
-	StaleRemoved []string              `json:"stale_removed"`
-	Plan         plan.RewritePlan      `json:"plan"`
-	Manifest     *snapshotfmt.Manifest `json:"-"`
+	StaleRemoved []string `json:"stale_removed"`
+	// Leftover lists temporary directories beside the target that were
+	// left alone (no dead run's marker: possibly the old target of an
+	// interrupted --force), for the operator to look at.
+	Leftover []string              `json:"leftover"`
+	Plan     plan.RewritePlan      `json:"plan"`
+	Manifest *snapshotfmt.Manifest `json:"-"`
 	// Verification is what the self-check proved before publishing.
 	Verification Verification `json:"-"`
 }
@@ -231,7 +235,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		Entries: out.TotalEntries(), LogicalBytes: out.TotalBytes(), SourceBytes: m.DataBytes(),
 		TargetBytes: out.DataBytes(), TargetFiles: len(out.Files), DroppedEntries: s.dropped.Load(),
 		Dropped: dropped, Renamed: renamed, SpilledBytes: r.spilledBytes.Load(), SpilledRuns: int(r.spilledRuns.Load()),
-		StaleRemoved: w.Stage().Removed, Plan: p, Manifest: out, Compression: cmp.Or(opts.Compression, "snappy"),
+		StaleRemoved: w.Stage().Removed, Leftover: w.Stage().Leftover, Plan: p, Manifest: out, Compression: cmp.Or(opts.Compression, "snappy"),
 	}
 	if sum.Dropped == nil {
 		sum.Dropped = []string{}
@@ -241,6 +245,9 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	if sum.StaleRemoved == nil {
 		sum.StaleRemoved = []string{}
+	}
+	if sum.Leftover == nil {
+		sum.Leftover = []string{}
 	}
 	// Elapsed and the rate measure the rewrite itself; the self-check
 	// reports its own time.

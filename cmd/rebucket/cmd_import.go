@@ -152,6 +152,7 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	if res.Sort.Runs > 0 {
 		fmt.Fprintf(w, "sort: %d runs spilled (%s)\n", res.Sort.Runs, units.Bytes(res.Sort.SpillBytes))
 	}
+	reportTempDirs(w, res.StaleRemoved, res.Leftover)
 	if res.Verified {
 		fmt.Fprintln(w, "verified: the written snapshot reads back with the fingerprints of the rows written")
 	} else {

@@ -108,6 +108,8 @@ type loadReport struct {
 	BuildTime    time.Duration            `json:"build_ns"`
 	VerifyTime   time.Duration            `json:"verify_ns"`
 	Time         time.Duration            `json:"total_ns"`
+	StaleRemoved []string                 `json:"stale_removed"`
+	Leftover     []string                 `json:"leftover"`
 }
 
 func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) error {
@@ -156,6 +158,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	defer stage.Abort()
 	m := s.Manifest()
 	rep := loadReport{Snapshot: src, Into: stage.Target(), Partitioning: m.Partitioning, Assignment: l.Assignment(), Clip: clip,
+		StaleRemoved: orEmpty(stage.Removed), Leftover: orEmpty(stage.Leftover),
 		Workers: make([]loadWorker, len(workers)), Complete: len(workers) == l.Width()}
 
 	par := o.parallelism
@@ -280,4 +283,5 @@ func renderLoadReport(w io.Writer, r *loadReport) {
 	} else {
 		fmt.Fprintf(w, "  verified: the %d stores built hold their %s entries exactly once (only --workers were built)\n", len(r.Workers), units.Count(r.StoreEntries))
 	}
+	reportTempDirs(w, r.StaleRemoved, r.Leftover)
 }

@@ -163,9 +163,7 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 	if sum.SpilledRuns > 0 {
 		fmt.Fprintf(out, "spilled %s in %d sorted runs (removed)\n", units.Bytes(sum.SpilledBytes), sum.SpilledRuns)
 	}
-	for _, p := range sum.StaleRemoved {
-		fmt.Fprintf(out, "removed the temporary directory of a dead run: %s\n", p)
-	}
+	reportTempDirs(out, sum.StaleRemoved, sum.Leftover)
 	fmt.Fprintln(out, sum.Verification.Detail)
 	return nil
 }

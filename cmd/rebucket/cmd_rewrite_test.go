@@ -332,3 +332,26 @@ func TestRewriteCompressionFlag(t *testing.T) {
 		}
 	}
 }
+
+// A temporary directory of the target that no dead run's marker claims
+// (here: the old target an interrupted --force could leave) is named to
+// the operator and left alone.
+func TestRewriteNamesLeftoverTempDir(t *testing.T) {
+	tmp := t.TempDir()
+	src := genRewriteSource(t, tmp, 100)
+	dst := filepath.Join(tmp, "dst")
+	left := filepath.Join(tmp, ".dst.rebucket-tmp-0123456789abcdef")
+	if err := os.MkdirAll(filepath.Join(left, "data"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(left, "MANIFEST.json"), []byte("{}"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "rewrite", src, "--buckets", "16", "--out", dst)
+	if code != exitOK || !strings.Contains(out, "left alone: "+left) {
+		t.Fatalf("exit %d, leftover not named:\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(left, "MANIFEST.json")); err != nil {
+		t.Fatalf("the leftover was touched: %v", err)
+	}
+}

@@ -103,3 +103,24 @@ func parseMemory(s string) (int64, error) {
 	}
 	return n, nil
 }
+
+// reportTempDirs tells what publication found beside the target: the
+// temporary directories of dead runs it removed, and those it left alone
+// because no marker shows a dead run (an interrupted --force can leave the
+// old target there): only a person may remove those.
+func reportTempDirs(w io.Writer, removed, leftover []string) {
+	for _, p := range removed {
+		fmt.Fprintf(w, "removed the temporary directory of a dead run: %s\n", p)
+	}
+	for _, p := range leftover {
+		fmt.Fprintf(w, "left alone: %s is a temporary directory of this target that no dead run's marker claims (possibly the old target of an interrupted --force); check it and remove it by hand\n", p)
+	}
+}
+
+// orEmpty keeps JSON lists as [] rather than null.
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
