@@ -33,11 +33,21 @@ func CheckWidth(w, n int) error {
 		return fmt.Errorf("%w: width %d: want at least 1", ErrInvalidArgument, w)
 	}
 	if w > n {
-		return fmt.Errorf("%w: width %d is above the bucket count %d: at most %d workers can own state; "+
-			"raise the count with `rebucket rewrite SNAPSHOT --buckets M --out NEW` (M >= %d), or start with --on-excess cap|idle",
-			ErrRefused, w, n, n, w)
+		return fmt.Errorf("%w: width %d is above the bucket count %d: at most %d workers can own state; %s, or start with --on-excess cap|idle",
+			ErrRefused, w, n, n, RaiseHint(w, n))
 	}
 	return nil
+}
+
+// RaiseHint tells how to make room for w workers over n buckets: a rewrite
+// to the smallest multiple of n that is at least w (a split, the cheapest
+// rewrite), and where to weigh other counts.
+func RaiseHint(w, n int) string {
+	m := ceilDiv(w, n) * n
+	if m > MaxBuckets {
+		m = MaxBuckets
+	}
+	return fmt.Sprintf("raise the count with `rebucket rewrite SNAPSHOT --buckets %d --out NEW` (%d is the smallest multiple of %d that is at least %d, so the rewrite is a split; `rebucket plan --recommend --peak-width %d` weighs counts with headroom)", m, m, n, w, w)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -2,6 +2,7 @@ package snapshotfmt
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -108,6 +109,22 @@ func TestCheckWidth(t *testing.T) {
 		err := CheckWidth(tc.w, tc.n)
 		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 			t.Errorf("CheckWidth(%d, %d) = %v, want %v", tc.w, tc.n, err, tc.want)
+		}
+	}
+}
+
+func TestRaiseHintSuggestsASplit(t *testing.T) {
+	for _, tc := range []struct {
+		w, n int
+		want string
+	}{
+		{40, 8, "--buckets 40 "},
+		{40, 16, "--buckets 48 "},
+		{12, 8, "--buckets 16 "},
+		{70000, 8, "--buckets 65536 "},
+	} {
+		if got := RaiseHint(tc.w, tc.n); !strings.Contains(got, tc.want) {
+			t.Errorf("RaiseHint(%d, %d) = %q, want it to contain %q", tc.w, tc.n, got, tc.want)
 		}
 	}
 }
