@@ -66,8 +66,9 @@ func Open(dir string, opts Options) (*Snapshot, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%w: %s is a file, not a snapshot directory", snapshotfmt.ErrNotFound, dir)
 	}
-	mp := filepath.Join(dir, snapshotfmt.ManifestName)
-	f, err := openNoFollow(mp)
+	s := &Snapshot{dir: dir, opts: opts}
+	mp := s.Path(snapshotfmt.ManifestName)
+	f, err := s.OpenInside(snapshotfmt.ManifestName)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s has no %s: it is not a snapshot, or an incomplete one (its writer did not finish)", snapshotfmt.ErrNotFound, dir, snapshotfmt.ManifestName)
@@ -83,7 +84,8 @@ func Open(dir string, opts Options) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", mp, err)
 	}
-	return &Snapshot{dir: dir, m: m, opts: opts}, nil
+	s.m = m
+	return s, nil
 }
 
 // Dir is the snapshot's directory.
@@ -111,28 +113,6 @@ func (s *Snapshot) FilesIn(lo, hi uint32) []snapshotfmt.DataFile {
 func (s *Snapshot) WorkerBuckets(i, w int) (lo, hi uint32, ok bool) {
 	l, h, ok := snapshotfmt.WorkerRange(i, w, int(s.m.Partitioning.Buckets))
 	return uint32(l), uint32(h), ok
-}
-
-// openNoFollow opens a file read-only and refuses symlinks: a snapshot's
-// files are its own, never a link to somewhere else.
-func openNoFollow(p string) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%w: %s is a symbolic link; snapshot files must be regular files", snapshotfmt.ErrCorrupt, p)
-		}
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s is not a regular file", snapshotfmt.ErrCorrupt, p)
-	}
-	return f, nil
 }
 
 // OpenInside opens rel (a path listed in the manifest, "dir/name") under
