@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/zeebo/xxh3"
 
 	"github.com/rebucket/rebucket/fixtures"
 	"github.com/rebucket/rebucket/plan"
@@ -137,32 +134,14 @@ func sameContents(t *testing.T, src, dst contents, drop map[string]bool) {
 	}
 }
 
-// treeHash fingerprints every file under dir (names, modes and bytes).
+// treeHash fingerprints everything under dir (fixtures.TreeHash).
 func treeHash(t testing.TB, dir string) string {
 	t.Helper()
-	h := xxh3.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %v\n", strings.TrimPrefix(p, dir), info.Mode())
-		if d.Type().IsRegular() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(data)
-		}
-		return nil
-	})
+	h, err := fixtures.TreeHash(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snapshotfmt.Sum128Hex(h.Sum128())
+	return h
 }
 
 func TestRewriteProperties(t *testing.T) {

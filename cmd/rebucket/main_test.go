@@ -3,14 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/zeebo/xxh3"
-
-	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/fixtures"
 )
 
 // runCLI runs one command line as main does: stdout, stderr, exit code.
@@ -29,25 +24,12 @@ func runRoot(t *testing.T, args ...string) (string, int) {
 	return out + errOut, code
 }
 
+// dirHash fingerprints everything under dir (fixtures.TreeHash).
 func dirHash(t *testing.T, dir string) string {
 	t.Helper()
-	h := xxh3.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		h.WriteString(p + "\n")
-		if d.Type().IsRegular() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(data)
-		}
-		return nil
-	})
+	h, err := fixtures.TreeHash(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snapshotfmt.Sum128Hex(h.Sum128())
+	return h
 }
