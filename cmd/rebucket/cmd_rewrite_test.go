@@ -215,30 +215,46 @@ func TestRewritePeakMemory(t *testing.T) {
 	if s.Manifest().TotalBytes() < 4*mem {
 		t.Fatalf("source of %d bytes is not 4x --memory", s.Manifest().TotalBytes())
 	}
-	cmd := exec.Command(bin, "--json", "rewrite", src, "--buckets", "13", "--out", filepath.Join(tmp, "dst"), "--memory", "4MiB", "--no-verify")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
+	bound := int64(mem + plan.FixedOverhead)
+	withinBound(t, func(attempt int) int64 {
+		dst := filepath.Join(tmp, fmt.Sprintf("dst%d", attempt))
+		out, err := exec.Command(bin, "--json", "rewrite", src, "--buckets", "13", "--out", dst, "--memory", "4MiB", "--no-verify").Output()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		var rep struct {
+			Rewrite struct {
+				Runs int `json:"spilled_runs"`
+			} `json:"rewrite"`
+			PeakRSS int64 `json:"peak_rss_bytes"`
+		}
+		if err := json.Unmarshal(out, &rep); err != nil || rep.Rewrite.Runs < 2 {
+			t.Fatalf("spilled runs %d (%v): %s", rep.Rewrite.Runs, err, out)
+		}
+		t.Logf("peak RSS %d MiB with --memory 4MiB, %d spilled runs", rep.PeakRSS>>20, rep.Rewrite.Runs)
+		return rep.PeakRSS
+	}, bound)
+}
+
+// withinBound runs a measurement of a child process's peak resident memory
+// (its own VmHWM: rusage's maxrss would count this test process too) and
+// fails when it is above bound twice in a row: a real regression is above
+// it every time, while one reading can be inflated by a garbage collection
+// starved of CPU on a loaded machine.
+func withinBound(t *testing.T, measure func(attempt int) int64, bound int64) {
+	t.Helper()
+	var peaks []int64
+	for attempt := 1; attempt <= 2; attempt++ {
+		peak := measure(attempt)
+		if peak == 0 {
+			t.Skip("no /proc/self/status here")
+		}
+		if peak <= bound {
+			return
+		}
+		peaks = append(peaks, peak>>20)
 	}
-	var rep struct {
-		Rewrite struct {
-			Runs int `json:"spilled_runs"`
-		} `json:"rewrite"`
-		PeakRSS int64 `json:"peak_rss_bytes"`
-	}
-	if err := json.Unmarshal(out, &rep); err != nil || rep.Rewrite.Runs < 2 {
-		t.Fatalf("spilled runs %d (%v): %s", rep.Rewrite.Runs, err, out)
-	}
-	// The process's own VmHWM: rusage's maxrss would count this test
-	// process too (exec after vfork keeps the parent's high-water mark).
-	peak := rep.PeakRSS
-	if peak == 0 {
-		t.Skip("no /proc/self/status here")
-	}
-	t.Logf("peak RSS %d MiB with --memory 4MiB, %d spilled runs", peak>>20, rep.Rewrite.Runs)
-	if bound := int64(mem + plan.FixedOverhead); peak > bound {
-		t.Fatalf("peak RSS %d bytes above --memory plus the fixed overhead (%d)", peak, bound)
-	}
+	t.Fatalf("peak RSS %v MiB in two runs, above --memory plus the fixed overhead (%d MiB)", peaks, bound>>20)
 }
 
 // TestRewriteSIGINT runs the built binary and interrupts it mid-run: exit
