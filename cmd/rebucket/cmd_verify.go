@@ -121,6 +121,22 @@ func verifyOutcome(runErr error, errorsFound int, reported bool) error {
 	return nil
 }
 
+// verifyRan does what both verify modes do once their run returns: an
+// interrupt ends the command, and with --json the summary line completes
+// the report. done tells whether the command has finished, with result.
+func verifyRan(cmd *cobra.Command, g *globalOptions, sum any, errorsFound int, err error) (done bool, result error) {
+	if err != nil && cmd.Context().Err() != nil {
+		return true, err
+	}
+	if !g.JSON {
+		return false, nil
+	}
+	if werr := writeSummaryLine(cmd.OutOrStdout(), sum, err); werr != nil {
+		return true, werr
+	}
+	return true, verifyOutcome(err, errorsFound, errorsFound > 0)
+}
+
 // writeSummaryLine prints the summary as the last --json line: its fields,
 // "type":"summary", and "could_not_run" with the reason when it could not.
 func writeSummaryLine(w io.Writer, sum any, runErr error) error {
@@ -161,15 +177,8 @@ func runVerify(cmd *cobra.Command, g *globalOptions, o *verifyOptions, dir strin
 	}
 	w := cmd.OutOrStdout()
 	sum, err := verify.Check(cmd.Context(), dir, opts, streamer(w, g))
-	if err != nil && cmd.Context().Err() != nil {
-		return err
-	}
-	reported := sum != nil && sum.Errors > 0
-	if g.JSON {
-		if werr := writeSummaryLine(w, sum, err); werr != nil {
-			return werr
-		}
-		return verifyOutcome(err, sum.Errors, reported)
+	if done, res := verifyRan(cmd, g, sum, sum.Errors, err); done {
+		return res
 	}
 	if err != nil {
 		fmt.Fprintf(w, "could not verify %s: %v\n", dir, err)
@@ -207,16 +216,10 @@ func runVerifyAgainst(cmd *cobra.Command, g *globalOptions, o *verifyOptions, ta
 	w := cmd.OutOrStdout()
 	sum, err := verify.Equal(cmd.Context(), target, o.against,
 		verify.EqualOptions{MaxDiffs: o.maxDiffs, Parallelism: o.parallel, Progress: newProgress(cmd, g)}, streamer(w, g))
-	if err != nil && cmd.Context().Err() != nil {
-		return err
+	if done, res := verifyRan(cmd, g, sum, sum.Errors, err); done {
+		return res
 	}
-	reported := sum != nil && sum.Errors > 0
-	if g.JSON {
-		if werr := writeSummaryLine(w, sum, err); werr != nil {
-			return werr
-		}
-		return verifyOutcome(err, sum.Errors, reported)
-	}
+	reported := sum.Errors > 0
 	if err != nil {
 		if reported {
 			fmt.Fprintf(w, "could not compare: %v\n", err)
