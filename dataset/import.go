@@ -444,12 +444,6 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		return nil, err
 	}
 	res.StaleRemoved, res.Leftover = w.Stage().Removed, w.Stage().Leftover
-	if res.StaleRemoved == nil {
-		res.StaleRemoved = []string{}
-	}
-	if res.Leftover == nil {
-		res.Leftover = []string{}
-	}
 	res.Elapsed = time.Since(start)
 	res.ElapsedSecond = res.Elapsed.Seconds()
 	return res, nil

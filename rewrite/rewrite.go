@@ -243,12 +243,6 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	if sum.Renamed == nil {
 		sum.Renamed = []string{}
 	}
-	if sum.StaleRemoved == nil {
-		sum.StaleRemoved = []string{}
-	}
-	if sum.Leftover == nil {
-		sum.Leftover = []string{}
-	}
 	// Elapsed and the rate measure the rewrite itself; the self-check
 	// reports its own time.
 	sum.Elapsed = time.Since(start)

@@ -158,7 +158,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	defer stage.Abort()
 	m := s.Manifest()
 	rep := loadReport{Snapshot: src, Into: stage.Target(), Partitioning: m.Partitioning, Assignment: l.Assignment(), Clip: clip,
-		StaleRemoved: orEmpty(stage.Removed), Leftover: orEmpty(stage.Leftover),
+		StaleRemoved: stage.Removed, Leftover: stage.Leftover,
 		Workers: make([]loadWorker, len(workers)), Complete: len(workers) == l.Width()}
 
 	par := o.parallelism

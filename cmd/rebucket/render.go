@@ -116,11 +116,3 @@ func reportTempDirs(w io.Writer, removed, leftover []string) {
 		fmt.Fprintf(w, "left alone: %s is a temporary directory of this target that no dead run's marker claims (possibly the old target of an interrupted --force); check it and remove it by hand\n", p)
 	}
 }
-
-// orEmpty keeps JSON lists as [] rather than null.
-func orEmpty(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
