@@ -192,7 +192,7 @@ func runCopy(src, dst string) ([]byte, error) {
 }
 
 // TestLockRefusesSecondRun: while one run holds a target (stopped with
-// SIGSTOP once its lock exists), a second run on the same target is
+// SIGSTOP once it holds its lock), a second run on the same target is
 // refused with exit 3 and leaves the first one's work alone; the first
 // then completes and verifies.
 func TestLockRefusesSecondRun(t *testing.T) {
@@ -209,10 +209,15 @@ func TestLockRefusesSecondRun(t *testing.T) {
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lock := filepath.Join(dir, ".out.rebucket.lock")
+	// The lock file appears before it is locked; the temporary directory
+	// is made only once the lock is held, so wait for that (or for a run
+	// so quick that it already published).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := os.Stat(lock); err == nil {
+		if tmps, _ := filepath.Glob(filepath.Join(dir, ".out.rebucket-tmp-*")); len(tmps) > 0 {
+			break
+		}
+		if _, err := os.Stat(target); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
