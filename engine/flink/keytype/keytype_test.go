@@ -329,3 +329,28 @@ func TestEncodeErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestCompositeHelpers(t *testing.T) {
+	// The research's example: "k42" at max parallelism 256 has prefix 00c7.
+	if p := AppendKeyGroupPrefix(nil, 199, 256); hex.EncodeToString(p) != "00c7" {
+		t.Errorf("prefix %x", p)
+	}
+	if p := AppendKeyGroupPrefix(nil, 7, 8); hex.EncodeToString(p) != "07" {
+		t.Errorf("prefix %x", p)
+	}
+	if kg, err := ReadKeyGroupPrefix(unhex(t, "7fff00"), 32768); err != nil || kg != 32767 {
+		t.Errorf("ReadKeyGroupPrefix = %d, %v", kg, err)
+	}
+	if _, err := ReadKeyGroupPrefix(unhex(t, "00"), 129); !errors.Is(err, snapshotfmt.ErrCorrupt) {
+		t.Errorf("short prefix: %v", err)
+	}
+	for n, want := range map[int]string{0: "00", 5: "05", 255: "ff", 256: "0001", 70000: "701101"} {
+		got := AppendLengthSuffix(nil, n)
+		if hex.EncodeToString(got) != want || LengthSuffixLen(n) != len(got) {
+			t.Errorf("length suffix of %d: %x (len %d), want %s", n, got, LengthSuffixLen(n), want)
+		}
+	}
+	if !AmbiguousKeyPossible(-1, -1) || AmbiguousKeyPossible(-1, 0) || AmbiguousKeyPossible(8, -1) {
+		t.Error("AmbiguousKeyPossible")
+	}
+}
