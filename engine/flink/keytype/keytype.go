@@ -73,9 +73,9 @@ type Spec struct {
 	// Class is the snapshot class name.
 	Class string
 	// OuterVersion and Outer are a CompositeTypeSerializerSnapshot's outer
-	// snapshot version and body bytes. Outer == nil means "not known": then a
-	// Tuple is taken to be Flink's own TupleN and a Row to carry its row kind
-	// (the format of every Flink since 1.11).
+	// snapshot version and body bytes (0 and nil when not known). A Tuple
+	// without Outer is taken to be Flink's own TupleN; a Row without either
+	// to carry its row kind (the format of every Flink since 1.11).
 	OuterVersion int
 	Outer        []byte
 	// Nested are the nested serializer snapshots (Tuple and Row fields).
@@ -177,7 +177,7 @@ func tupleFor(s Spec, depth int) (field, error) {
 
 func rowFor(s Spec, depth int) (field, error) {
 	rowKind := true
-	if s.Outer != nil {
+	if s.Outer != nil || s.OuterVersion > 0 {
 		switch {
 		case s.OuterVersion < 3:
 			rowKind = false

@@ -354,3 +354,25 @@ func TestCompositeHelpers(t *testing.T) {
 		t.Error("AmbiguousKeyPossible")
 	}
 }
+
+func BenchmarkHashCode(b *testing.B) {
+	for _, c := range []struct {
+		codec Codec
+		key   []byte
+	}{
+		{mustCodec(b, ClassString), []byte("\x0bkey-123456")},
+		{mustCodec(b, ClassLong), unhex(b, "000000000000270f")},
+		{mustCodec(b, ClassTuple, ClassString, ClassLong), unhex(b, "036b310000000000000001")},
+		{mustCodec(b, ClassRowData), unhex(b, "0000001800000000000000006b310000000000820100000000000000")},
+	} {
+		b.Run(c.codec.Name(), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.key)))
+			for b.Loop() {
+				if _, err := c.codec.HashCode(c.key); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
