@@ -124,6 +124,23 @@
 //	                      hash 907821237
 //	() (global aggregate) 00 00 00 08 | 00 00 00 00 00 00 00 00  hash -1670924195
 //
+// # Serializer snapshots (ReadKeySpec, ReadSerializerSnapshot)
+//
+// The keyed-state header (KeyedBackendSerializationProxy) starts with i32
+// version 6, a bool compression flag, then the key serializer snapshot as
+// TypeSerializerSnapshotSerializationUtil writes it: i32 2, UTF class, i32
+// snapshot version, then a body with no length prefix. Scalar snapshots
+// (SimpleTypeSerializerSnapshot) have an empty body; BinaryRowData's is an
+// i32 field count; RowData's holds Java-serialized logical types, which
+// this package does not delimit (the key serializer is all it needs from
+// the header). A composite snapshot (Tuple, Row; version 3) is i32 911108,
+// i32 outer version, the outer body (Tuple: UTF tuple class; Row v4: bool
+// supportsRowKind), i32 1333245, i32 1, i32 n, then n nested snapshots
+// without the leading i32 2:
+//
+//	00000006 00 | 00000002 | 0054 "org...StringSerializer$StringSerializerSnapshot" | 00000003
+//	          ^ compression  ^ proxy version                                         ^ snapshot version
+//
 // # Refused
 //
 // POJO and Kryo keys hash with user code; Avro and Scala keys would need

@@ -30,11 +30,11 @@ func TestRealSavepointKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			class, err := firstKeySerializer(b)
+			spec, _, err := ReadKeySpec(b)
 			if err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			c, err := ForSerializer(class, nil)
+			c, err := ForSpec(spec)
 			if err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
@@ -87,16 +87,6 @@ func TestRealSavepointKeys(t *testing.T) {
 			}
 		}
 	}
-}
-
-// firstKeySerializer reads the key serializer snapshot class at the start
-// of KeyedBackendSerializationProxy: i32 version, bool compression, i32 2,
-// UTF class name.
-func firstKeySerializer(b []byte) (string, error) {
-	if len(b) < 11 || b[4] != 0 {
-		return "", fmt.Errorf("not an uncompressed keyed-state stream")
-	}
-	return readUTF(b[9:])
 }
 
 type entry struct{ key, value []byte }
