@@ -11,9 +11,18 @@ import (
 // turn into Java's hashCode() (POJO, Kryo, Avro, Scala, arrays, enums, or a
 // class it does not know). It wraps snapshotfmt.ErrUnsupported, so commands
 // map it to the "damaged or unsupported input" exit code.
-var ErrUnsupportedKey = fmt.Errorf("unsupported Flink key type: %w", snapshotfmt.ErrUnsupported)
+var ErrUnsupportedKey error = unsupportedKeyError{}
 
-// Codec handles one Flink key serializer's binary format.
+type unsupportedKeyError struct{}
+
+func (unsupportedKeyError) Error() string        { return "unsupported Flink key type" }
+func (unsupportedKeyError) Is(target error) bool { return target == snapshotfmt.ErrUnsupported }
+
+// supportedKeys is the advice every refusal ends with.
+const supportedKeys = "rebucket rehashes keys of Flink's built-in String, Long, Integer, Short, Byte, Boolean, Character, Double and Float serializers, Tuples and Rows of them, and Table/SQL (RowData) keys"
+
+// Codec handles one Flink key serializer's binary format. Codecs hold no
+// state: one may be used by any number of goroutines.
 type Codec interface {
 	// Name is a short spelling of the type, e.g. "String", "Long",
 	// "Tuple2<String,Long>".
@@ -232,7 +241,7 @@ func unsupported(class string) error {
 	case strings.Contains(class, "Enum"):
 		why = "enums hash by identity in Java; Flink refuses them as keys"
 	}
-	return fmt.Errorf("%w: key serializer %s: %s", ErrUnsupportedKey, class, why)
+	return fmt.Errorf("%w: key serializer %s: %s; %s", ErrUnsupportedKey, class, why, supportedKeys)
 }
 
 func shortClass(c string) string {

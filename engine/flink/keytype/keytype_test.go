@@ -376,3 +376,11 @@ func BenchmarkHashCode(b *testing.B) {
 		})
 	}
 }
+
+func TestValidMaxParallelism(t *testing.T) {
+	for m, want := range map[int]bool{-1: false, 0: false, 1: true, 128: true, 32768: true, 32769: false} {
+		if ValidMaxParallelism(m) != want {
+			t.Errorf("ValidMaxParallelism(%d) != %v", m, want)
+		}
+	}
+}
