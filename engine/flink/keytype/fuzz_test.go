@@ -45,6 +45,10 @@ func FuzzKeyBytes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, c := range codecs {
 			n, err := c.Len(b)
+			ln, lh, lerr := LenHash(c, b)
+			if (err == nil) != (lerr == nil) || ln != n {
+				t.Fatalf("%s: Len %d, %v but LenHash %d, %v", c.Name(), n, err, ln, lerr)
+			}
 			if err != nil {
 				if !errors.Is(err, snapshotfmt.ErrCorrupt) {
 					t.Fatalf("%s Len(%x): %v is not ErrCorrupt", c.Name(), b, err)
@@ -60,8 +64,8 @@ func FuzzKeyBytes(f *testing.F) {
 			if c.FixedLen() >= 0 && n != c.FixedLen() {
 				t.Fatalf("%s Len %d, fixed %d", c.Name(), n, c.FixedLen())
 			}
-			if _, err := c.HashCode(b[:n]); err != nil {
-				t.Fatalf("%s HashCode(%x): %v after Len %d", c.Name(), b[:n], err, n)
+			if h, err := c.HashCode(b[:n]); err != nil || h != lh {
+				t.Fatalf("%s HashCode(%x) = %d, %v after Len %d; LenHash said %d", c.Name(), b[:n], h, err, n, lh)
 			}
 			if _, err := c.Decode(b[:n]); err != nil {
 				t.Fatalf("%s Decode(%x): %v after Len %d", c.Name(), b[:n], err, n)

@@ -258,3 +258,26 @@ func corruptf(format string, args ...any) error {
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", snapshotfmt.ErrInvalidArgument, fmt.Sprintf(format, args...))
 }
+
+// LenHash is Len and HashCode in one pass over b: the length of the key at
+// the start of b and the Java hashCode of that key. Rewriting calls it once
+// per entry, so it avoids reading each key twice.
+func LenHash(c Codec, b []byte) (int, int32, error) {
+	kc, ok := c.(keyCodec)
+	if !ok {
+		n, err := c.Len(b)
+		if err != nil {
+			return 0, 0, err
+		}
+		h, err := c.HashCode(b[:n])
+		return n, h, err
+	}
+	n, h, null, _, err := kc.f.read(b, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	if null {
+		return 0, 0, corruptf("%s key is null (Flink never stores null keys)", kc.f.name())
+	}
+	return n, h, nil
+}

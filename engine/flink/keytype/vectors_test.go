@@ -93,6 +93,9 @@ func TestJavaVectors(t *testing.T) {
 		if err != nil || n != len(v.key) {
 			t.Errorf("line %d %s %x: Len = %d, %v; want %d", v.line, v.label, v.key, n, err, len(v.key))
 		}
+		if ln, lh, err := LenHash(c, append(append([]byte{}, v.key...), 0x01)); err != nil || ln != len(v.key) || lh != v.hash {
+			t.Errorf("line %d %s %x: LenHash = %d, %d, %v; want %d, %d", v.line, v.label, v.key, ln, lh, err, len(v.key), v.hash)
+		}
 		h, err := c.HashCode(v.key)
 		if err != nil || h != v.hash {
 			t.Errorf("line %d %s %x: HashCode = %d, %v; Java %d", v.line, v.label, v.key, h, err, v.hash)
