@@ -384,3 +384,27 @@ func TestValidMaxParallelism(t *testing.T) {
 		}
 	}
 }
+
+func TestForName(t *testing.T) {
+	for name, want := range map[string]string{
+		"string":                        "String",
+		"LONG":                          "Long",
+		"int":                           "Integer",
+		"Character":                     "Character",
+		"rowdata":                       "RowData",
+		"tuple<string,long>":            "Tuple2<String,Long>",
+		"Tuple2<String, Long>":          "Tuple2<String,Long>",
+		"tuple<tuple<string,int>,long>": "Tuple2<Tuple2<String,Integer>,Long>",
+		"row<string,double>":            "Row<String,Double>",
+	} {
+		c, err := ForName(name)
+		if err != nil || c.Name() != want {
+			t.Errorf("ForName(%q) = %v, %v; want %s", name, c, err, want)
+		}
+	}
+	for _, bad := range []string{"", "uuid", "tuple", "tuple<", "tuple<string", "tuple3<string,long>", "tuple<string>>", "row<>", "tuple<pojo>"} {
+		if _, err := ForName(bad); !errors.Is(err, snapshotfmt.ErrInvalidArgument) {
+			t.Errorf("ForName(%q): %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+}
