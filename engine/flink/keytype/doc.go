@@ -156,5 +156,6 @@
 // one character for Character). Tuples and Rows as a JSON array of their
 // fields, nested composites as nested arrays, null for a null field
 // (["k1", 1], [null, 2], [["a", 7], 9]). RowData as the hex of the
-// BinaryRowData bytes.
+// BinaryRowData bytes. ForName takes the key type as a user types it
+// (string, long, int, ..., tuple<string,long>, row<...>, rowdata).
 package keytype

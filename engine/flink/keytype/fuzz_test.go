@@ -105,3 +105,22 @@ func FuzzEncode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzForName: any type name either gives a codec or ErrInvalidArgument.
+func FuzzForName(f *testing.F) {
+	for _, s := range []string{"string", "tuple<string,long>", "row<tuple2<int,char>,double>", "tuple<", "rowdata"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ForName(s)
+		if err != nil {
+			if !errors.Is(err, snapshotfmt.ErrInvalidArgument) {
+				t.Fatalf("ForName(%q): %v", s, err)
+			}
+			return
+		}
+		if c.Name() == "" {
+			t.Fatalf("ForName(%q): empty name", s)
+		}
+	})
+}
