@@ -337,8 +337,8 @@ func (stringField) read(b []byte, want bool) (int, int32, bool, any, error) {
 	if !ok {
 		return 0, 0, false, nil, corruptf("String length truncated after %d bytes", len(b))
 	}
-	if l == 0 {
-		return i, 0, true, nil, nil // the null String
+	if b[0] == 0 {
+		return i, 0, true, nil, nil // the null String; an over-long 0 (80 00) is corrupt below, as in Java
 	}
 	n := int32(l) - 1
 	if n < 0 {

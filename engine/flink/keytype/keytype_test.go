@@ -162,18 +162,21 @@ func TestTruncatedKeysAreCorrupt(t *testing.T) {
 func TestCorruptKeys(t *testing.T) {
 	s := mustCodec(t, ClassString)
 	rd := mustCodec(t, ClassRowData)
+	sl := mustCodec(t, ClassTuple, ClassString, ClassLong)
 	cases := []struct {
 		c   Codec
 		key string
 	}{
-		{s, "00"},                // the null String: never a key
-		{s, "ffffffff0f"},        // length 2^32-1, minus one is negative in Java
-		{s, "8080808080808080"},  // a length varint that never ends
-		{s, "056162"},            // 4 chars announced, 2 present
-		{s, "0381"},              // a char varint cut short
-		{rd, "80000000"},         // negative length
-		{rd, "0000000300000000"}, // not whole words
-		{rd, "0000001000000000"}, // announced 16, has 4
+		{s, "00"},                    // the null String: never a key
+		{s, "8000"},                  // an over-long length 0: readString subtracts 1 and fails
+		{sl, "80000000000000000005"}, // the same in a tuple field, where a real null (00) is fine
+		{s, "ffffffff0f"},            // length 2^32-1, minus one is negative in Java
+		{s, "8080808080808080"},      // a length varint that never ends
+		{s, "056162"},                // 4 chars announced, 2 present
+		{s, "0381"},                  // a char varint cut short
+		{rd, "80000000"},             // negative length
+		{rd, "0000000300000000"},     // not whole words
+		{rd, "0000001000000000"},     // announced 16, has 4
 	}
 	for _, c := range cases {
 		key, _ := hex.DecodeString(c.key)
