@@ -151,6 +151,9 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 			return usagef(fmt.Errorf("--workers: worker %d does not exist; this start has workers 0..%d", i, l.Width()-1))
 		}
 	}
+	if err := refuseOverlap([]string{o.into}, nil, src); err != nil {
+		return err
+	}
 	stage, err := writer.Begin(o.into, o.force)
 	if err != nil {
 		return err

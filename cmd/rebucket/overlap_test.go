@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rebucket/rebucket/fixtures"
+	"github.com/rebucket/rebucket/writer"
+)
+
+// overlapFixture is root/snap (a snapshot), root/ds (its export: ds.parquet
+// and ds.workers.parquet), root/alias -> snap and root/dsalias -> ds.
+func overlapFixture(t *testing.T) (root, snap, ds string) {
+	t.Helper()
+	root = t.TempDir()
+	snap = filepath.Join(root, "snap")
+	if _, err := fixtures.Generate(context.Background(), snap, fixtures.Spec{Buckets: 8, Width: 2, Keys: 200}, writer.Options{FileSize: 4 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	ds = filepath.Join(root, "ds")
+	if err := os.Mkdir(ds, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runRoot(t, "export", snap, "--out", filepath.Join(ds, "ds.parquet")); code != exitOK {
+		t.Fatalf("export: exit %d: %s", code, out)
+	}
+	for link, to := range map[string]string{"alias": "snap", "dsalias": "ds"} {
+		if err := os.Symlink(to, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nothing else may lie beside them: the tree hash covers the root.
+	for _, e := range mustReadDir(t, root) {
+		if strings.HasSuffix(e, ".rebucket.lock") {
+			os.Remove(filepath.Join(root, e))
+		}
+	}
+	return root, snap, ds
+}
+
+func mustReadDir(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// Every command that writes, at every spelling of "the target is, holds or
+// lies inside an input", with and without --force: refused with exit 3
+// before anything is written, the inputs (and everything beside them)
+// unchanged.
+func TestWritersRefuseOverlap(t *testing.T) {
+	root, snap, ds := overlapFixture(t)
+	dataFile := ""
+	for _, e := range mustReadDir(t, filepath.Join(snap, "data")) {
+		dataFile = filepath.Join(snap, "data", e)
+		break
+	}
+	if dataFile == "" {
+		t.Fatal("the fixture has no data file")
+	}
+	pq := filepath.Join(ds, "ds.parquet")
+	other := filepath.Join(t.TempDir(), "b") // split's second output, outside root
+
+	// Spellings of a target that is, holds or lies inside the snapshot.
+	snapTargets := map[string]string{
+		"the snapshot":                    snap,
+		"the snapshot/.":                  snap + "/.",
+		"a second spelling (x/../snap)":   filepath.Join(root, "ds") + "/../snap",
+		"a symbolic link to it":           filepath.Join(root, "alias"),
+		"its parent":                      root,
+		"its parent via the link (..)":    filepath.Join(root, "alias") + "/..",
+		"a new directory inside it":       filepath.Join(snap, "x"),
+		"a new directory inside via link": filepath.Join(root, "alias", "x"),
+		"its data directory":              filepath.Join(snap, "data"),
+		"its manifest":                    filepath.Join(snap, "MANIFEST.json"),
+		"a data file":                     dataFile,
+		"a new file inside data/":         filepath.Join(snap, "data", "x.parquet"),
+	}
+	// Of a target that is, holds or lies inside the dataset being imported.
+	dsTargets := map[string]string{
+		"the dataset file":            pq,
+		"its directory":               ds,
+		"its directory via a link":    filepath.Join(root, "dsalias"),
+		"the root":                    root,
+		"its per-worker sibling":      filepath.Join(ds, "ds.workers.parquet"),
+		"a new directory in the file": filepath.Join(pq, "x"),
+	}
+	// Importing the directory, a new directory in it lies inside the input.
+	dsDirTargets := map[string]string{"a new directory inside it": filepath.Join(ds, "snap")}
+	for what, tg := range dsTargets {
+		dsDirTargets[what] = tg
+	}
+	// A scratch directory that is or lies inside an input (one that holds
+	// an input is fine: see the end).
+	snapTmp := map[string]string{}
+	for what, tg := range snapTargets {
+		if tg != root && !strings.HasSuffix(tg, "/..") {
+			snapTmp[what] = tg
+		}
+	}
+	dsTmp := map[string]string{"the dataset file": pq, "a new directory in the file": filepath.Join(pq, "x")}
+	commands := []struct {
+		name    string
+		targets map[string]string
+		args    func(target string) []string
+	}{
+		{"rewrite", snapTargets, func(tg string) []string { return []string{"rewrite", snap, "--buckets", "4", "--out", tg} }},
+		{"rewrite via link", snapTargets, func(tg string) []string {
+			return []string{"rewrite", filepath.Join(root, "alias"), "--buckets", "4", "--out", tg}
+		}},
+		{"split A", snapTargets, func(tg string) []string {
+			return []string{"split", snap, "--out", tg, "--out", other, "--by", "buckets=0-3"}
+		}},
+		{"split B", snapTargets, func(tg string) []string {
+			return []string{"split", snap, "--out", other, "--out", tg, "--by", "buckets=0-3"}
+		}},
+		{"export", snapTargets, func(tg string) []string { return []string{"export", snap, "--out", tg} }},
+		{"export arrow", snapTargets, func(tg string) []string { return []string{"export", snap, "--format", "arrow", "--out", tg} }},
+		{"export partitioned", snapTargets, func(tg string) []string {
+			return []string{"export", snap, "--partition-by", "bucket", "--out", tg}
+		}},
+		{"load", snapTargets, func(tg string) []string { return []string{"load", snap, "--width", "2", "--into", tg} }},
+		{"load via link", snapTargets, func(tg string) []string {
+			return []string{"load", filepath.Join(root, "alias"), "--width", "2", "--into", tg}
+		}},
+		{"import file", dsTargets, func(tg string) []string { return []string{"import", pq, "--buckets", "4", "--out", tg} }},
+		{"import dir", dsDirTargets, func(tg string) []string { return []string{"import", ds, "--buckets", "4", "--out", tg} }},
+		// --tmp inside an input: spill files would be written there.
+		{"rewrite --tmp", snapTmp, func(tg string) []string {
+			return []string{"rewrite", snap, "--buckets", "3", "--memory", "1MiB", "--out", filepath.Join(t.TempDir(), "o"), "--tmp", tg}
+		}},
+		{"import --tmp", dsTmp, func(tg string) []string {
+			return []string{"import", pq, "--buckets", "4", "--memory", "1MiB", "--out", filepath.Join(t.TempDir(), "o"), "--tmp", tg}
+		}},
+	}
+	before := dirHash(t, root)
+	for _, c := range commands {
+		for what, tg := range c.targets {
+			for _, force := range []bool{false, true} {
+				args := c.args(tg)
+				if force {
+					args = append(args, "--force")
+				}
+				out, code := runRoot(t, args...)
+				if code != exitRefused {
+					t.Errorf("%s, target %s (%s), --force %v: exit %d, want %d\n%s", c.name, what, tg, force, code, exitRefused, out)
+				}
+				if h := dirHash(t, root); h != before {
+					t.Fatalf("%s, target %s (%s), --force %v: the inputs' tree changed (exit %d)\n%s", c.name, what, tg, force, code, out)
+				}
+			}
+		}
+	}
+	// A scratch directory may hold an input: the default one, the target's
+	// parent, often does. Only the spill directory is created and removed.
+	if out, code := runRoot(t, "rewrite", snap, "--buckets", "3", "--memory", "1MiB", "--out", filepath.Join(t.TempDir(), "o"), "--tmp", root); code != exitOK {
+		t.Errorf("--tmp holding the source: exit %d\n%s", code, out)
+	}
+	if h := dirHash(t, root); h != before {
+		t.Fatalf("--tmp holding the source: the tree changed")
+	}
+}
