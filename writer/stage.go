@@ -50,6 +50,7 @@ type Stage struct {
 	target string
 	dir    string
 	force  bool
+	kind   Kind
 	fs     fsx.FS
 	lock   *os.File
 	lockP  string
@@ -65,7 +66,7 @@ type Stage struct {
 // Begin checks the target, takes the lock, removes stale temporary
 // directories of dead runs, and creates a fresh marked temporary directory.
 // A target that exists and is not an empty directory is ErrTargetExists
-// unless force is set.
+// unless force is set; force replaces only a snapshot (SnapshotKind).
 func Begin(target string, force bool) (*Stage, error) {
 	return BeginFS(target, force, nil)
 }
@@ -73,6 +74,12 @@ func Begin(target string, force bool) (*Stage, error) {
 // BeginFS is Begin with the temporary directory's file operations going
 // through fs (nil is the real filesystem); tests inject faults with it.
 func BeginFS(target string, force bool, fs fsx.FS) (*Stage, error) {
+	return BeginKind(target, force, fs, SnapshotKind)
+}
+
+// BeginKind is BeginFS for an output of another kind: force replaces a
+// non-empty directory only when kind recognizes it.
+func BeginKind(target string, force bool, fs fsx.FS, kind Kind) (*Stage, error) {
 	abs, err := filepath.Abs(target)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", target, err)
@@ -81,10 +88,10 @@ func BeginFS(target string, force bool, fs fsx.FS) (*Stage, error) {
 	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%w: target %s: parent directory %s does not exist; create it first", snapshotfmt.ErrInvalidArgument, target, parent)
 	}
-	if err := checkTarget(abs, force); err != nil {
+	if err := checkTarget(abs, force, kind); err != nil {
 		return nil, err
 	}
-	s := &Stage{target: abs, force: force, fs: fsx.Or(fs), lockP: filepath.Join(parent, "."+base+".rebucket.lock"),
+	s := &Stage{target: abs, force: force, kind: kind, fs: fsx.Or(fs), lockP: filepath.Join(parent, "."+base+".rebucket.lock"),
 		Removed: []string{}, Leftover: []string{}}
 	if err := s.takeLock(); err != nil {
 		return nil, err
@@ -112,7 +119,7 @@ func (s *Stage) Dir() string { return s.dir }
 // Target is the absolute target path.
 func (s *Stage) Target() string { return s.target }
 
-func checkTarget(abs string, force bool) error {
+func checkTarget(abs string, force bool, kind Kind) error {
 	st, err := os.Lstat(abs)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -121,10 +128,14 @@ func checkTarget(abs string, force bool) error {
 		return fmt.Errorf("target %s: %w", abs, err)
 	}
 	if !st.IsDir() {
-		if force {
-			return fmt.Errorf("%w: target %s is a file, not a directory; --force replaces only directories", snapshotfmt.ErrRefused, abs)
+		what := describeMode(st.Mode())
+		if st.Mode().IsRegular() {
+			what = "a file"
 		}
-		return fmt.Errorf("%w: %s (a file); choose another --out", ErrTargetExists, abs)
+		if force {
+			return fmt.Errorf("%w: target %s is %s, not a directory; --force replaces only a %s rebucket wrote", snapshotfmt.ErrRefused, abs, what, kind.Name)
+		}
+		return fmt.Errorf("%w: %s (%s); choose another --out", ErrTargetExists, abs, what)
 	}
 	ents, err := os.ReadDir(abs)
 	if err != nil {
@@ -132,6 +143,12 @@ func checkTarget(abs string, force bool) error {
 	}
 	if len(ents) > 0 && !force {
 		return fmt.Errorf("%w: %s; choose another --out, or pass --force to replace it once the new one is complete", ErrTargetExists, abs)
+	}
+	if len(ents) > 0 && kind.Check != nil {
+		if err := kind.Check(abs); err != nil {
+			return fmt.Errorf("%w: %s is not a %s (%v); --force replaces only a %s rebucket wrote: remove it yourself or choose another --out",
+				snapshotfmt.ErrRefused, abs, kind.Name, err, kind.Name)
+		}
 	}
 	return nil
 }
@@ -246,7 +263,7 @@ func (s *Stage) Publish() error {
 	}
 	parent := filepath.Dir(s.target)
 	// Re-check: the target may have appeared while we worked.
-	if err := checkTarget(s.target, s.force); err != nil {
+	if err := checkTarget(s.target, s.force, s.kind); err != nil {
 		return err
 	}
 	var old string

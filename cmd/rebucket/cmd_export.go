@@ -119,11 +119,11 @@ func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src strin
 		}
 		opts.View.Worker, opts.View.Width = i, w
 	}
-	if err := refuseOverlap([]string{o.out}, nil, src); err != nil {
-		return err
-	}
 	s, err := reader.Open(src, reader.Options{})
 	if err != nil {
+		return err
+	}
+	if err := refuseOverlap([]string{o.out}, nil, src); err != nil {
 		return err
 	}
 	res, err := dataset.Export(cmd.Context(), s, o.out, opts)

@@ -154,7 +154,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	if err := refuseOverlap([]string{o.into}, nil, src); err != nil {
 		return err
 	}
-	stage, err := writer.Begin(o.into, o.force)
+	stage, err := writer.BeginKind(o.into, o.force, nil, loadKind)
 	if err != nil {
 		return err
 	}

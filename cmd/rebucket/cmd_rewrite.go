@@ -136,9 +136,6 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 		findingsTo = out
 	}
 	opts.Findings = streamer(findingsTo, g)
-	if err := refuseOverlap([]string{o.out}, []string{o.tmp}, source); err != nil {
-		return err
-	}
 	sum, err := rewrite.Run(cmd.Context(), opts)
 	if sum != nil && errors.Is(err, verify.ErrNotEqual) {
 		// The output was proved wrong and not published: report it as

@@ -64,9 +64,6 @@ func runSplit(cmd *cobra.Command, g *globalOptions, o *splitOptions, source stri
 	if o.parallelism < 0 {
 		return usagef(fmt.Errorf("--parallelism %d: want at least 1", o.parallelism))
 	}
-	if err := refuseOverlap(o.outs, nil, source); err != nil {
-		return err
-	}
 	sum, err := rewrite.Split(cmd.Context(), rewrite.SplitOptions{
 		Source: source, OutA: o.outs[0], OutB: o.outs[1], Rule: rule, Parallelism: o.parallelism,
 		FileSize: fs, Force: o.force, Note: o.note, Tool: toolName(), Progress: newProgress(cmd, g),

@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rebucket/rebucket/fixtures"
 	"github.com/rebucket/rebucket/writer"
@@ -168,5 +171,87 @@ func TestWritersRefuseOverlap(t *testing.T) {
 	}
 	if h := dirHash(t, root); h != before {
 		t.Fatalf("--tmp holding the source: the tree changed")
+	}
+}
+
+// --force replaces only what rebucket itself could have written: a regular
+// file, or a directory holding an earlier output of the same kind. A FIFO,
+// a device node, a symbolic link or someone's directory is refused (exit
+// 3) and left as it was.
+func TestForceReplacesOnlyOwnOutput(t *testing.T) {
+	root, snap, ds := overlapFixture(t)
+	pq := filepath.Join(ds, "ds.parquet")
+	out := t.TempDir()
+	fifo := filepath.Join(out, "fifo.parquet")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	devnull := filepath.Join(out, "devnull.parquet")
+	if err := os.Symlink("/dev/null", devnull); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(out, "home")
+	os.Mkdir(home, 0o750)
+	os.WriteFile(filepath.Join(home, "notes.txt"), []byte("mine"), 0o600)
+	// A FIFO where the per-worker sibling goes.
+	sib := filepath.Join(out, "sib.parquet")
+	if err := syscall.Mkfifo(filepath.Join(out, "sib.workers.parquet"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused := [][]string{
+		{"export", snap, "--out", fifo, "--force"},
+		{"export", snap, "--out", devnull, "--force"},
+		{"export", snap, "--out", sib, "--force"},
+		{"export", snap, "--partition-by", "bucket", "--out", home, "--force"},
+		{"rewrite", snap, "--buckets", "4", "--out", home, "--force"},
+		{"split", snap, "--out", home, "--out", filepath.Join(out, "b"), "--by", "buckets=0-3", "--force"},
+		{"import", pq, "--buckets", "4", "--out", home, "--force"},
+		{"load", snap, "--width", "2", "--into", home, "--force"},
+		{"generate", "--out", home, "--force"},
+	}
+	if os.Geteuid() == 0 {
+		// As root, export --out /dev/null --force once made /dev/null a
+		// regular file; a device node of our own shows it safely.
+		dev := filepath.Join(out, "null.parquet")
+		if err := syscall.Mknod(dev, syscall.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err == nil {
+			refused = append(refused, []string{"export", snap, "--out", dev, "--force"})
+		}
+	}
+	before, rootBefore := dirHash(t, out), dirHash(t, root)
+	for _, args := range refused {
+		if o, code := runRoot(t, args...); code != exitRefused || !strings.Contains(o, "replaces only") {
+			t.Errorf("%v: exit %d, want %d naming what --force replaces\n%s", args, code, exitRefused, o)
+		}
+		if dirHash(t, out) != before || dirHash(t, root) != rootBefore {
+			t.Fatalf("%v: a refused target changed", args)
+		}
+	}
+	// An earlier output of the same kind is replaced.
+	part := filepath.Join(out, "part")
+	for _, args := range [][]string{
+		{"export", snap, "--partition-by", "bucket", "--out", part},
+		{"export", snap, "--partition-by", "bucket", "--out", part, "--force"},
+		{"load", snap, "--width", "2", "--into", filepath.Join(out, "load")},
+		{"load", snap, "--width", "2", "--into", filepath.Join(out, "load"), "--force"},
+		{"export", snap, "--out", filepath.Join(out, "x.parquet")},
+		{"export", snap, "--out", filepath.Join(out, "x.parquet"), "--force"},
+		{"generate", "--out", filepath.Join(out, "gen")},
+		{"rewrite", snap, "--buckets", "4", "--out", filepath.Join(out, "gen"), "--force"},
+	} {
+		if o, code := runRoot(t, args...); code != exitOK {
+			t.Errorf("%v: exit %d\n%s", args, code, o)
+		}
+	}
+	// Not of the same kind: a bucket-partitioned export is not replaced by
+	// a state-partitioned one, nor a load directory by a snapshot.
+	for _, args := range [][]string{
+		{"export", snap, "--partition-by", "state", "--out", part, "--force"},
+		{"export", snap, "--partition-by", "bucket", "--format", "arrow", "--out", part, "--force"},
+		{"rewrite", snap, "--buckets", "4", "--out", filepath.Join(out, "load"), "--force"},
+		{"load", snap, "--width", "2", "--into", filepath.Join(out, "gen"), "--force"},
+	} {
+		if o, code := runRoot(t, args...); code != exitRefused {
+			t.Errorf("%v: exit %d, want %d\n%s", args, code, exitRefused, o)
+		}
 	}
 }
