@@ -396,8 +396,9 @@ func dirSize(dir string) int64 {
 type filePublisher struct {
 	target string
 	force  bool
-	tmps   map[string]string // rel -> temp path
-	final  map[string]string // rel -> final path
+	tmps   map[string]string      // rel -> temp path
+	dirs   map[string]*fsx.RunDir // rel -> the run directory holding it
+	final  map[string]string      // rel -> final path
 	order  []string
 	bytes  int64
 }
@@ -409,7 +410,7 @@ func newFilePublisher(target string, force bool) (*filePublisher, error) {
 	if st, err := os.Stat(filepath.Dir(target)); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%w: the directory of %s does not exist; create it first", snapshotfmt.ErrInvalidArgument, target)
 	}
-	return &filePublisher{target: target, force: force, tmps: map[string]string{}, final: map[string]string{}}, nil
+	return &filePublisher{target: target, force: force, tmps: map[string]string{}, dirs: map[string]*fsx.RunDir{}, final: map[string]string{}}, nil
 }
 
 // checkFileTarget refuses an existing target unless force, and under force
@@ -443,12 +444,18 @@ func (f *filePublisher) path(rel string) (string, error) {
 			return "", err
 		}
 	}
-	// The temporary name carries our process id: a run killed before it
-	// renamed or removed its file leaves one that the next run removes.
+	// The file is written in a run directory beside its final name, locked
+	// for this run's life: a run killed before it renamed or removed its
+	// file leaves one that the next run removes, and no run removes a live
+	// one's, even from another PID namespace.
 	prefix := "." + filepath.Base(final) + ".rebucket-tmp-"
 	fsx.RemoveStale(nil, filepath.Dir(final), prefix)
-	tmp := filepath.Join(filepath.Dir(final), fsx.TempName(prefix))
-	f.tmps[rel], f.final[rel] = tmp, final
+	d, err := fsx.MkdirRun(nil, filepath.Dir(final), prefix, fsx.DirPerm)
+	if err != nil {
+		return "", fmt.Errorf("create a temporary directory beside %s: %w", final, err)
+	}
+	tmp := filepath.Join(d.Path, filepath.Base(final))
+	f.tmps[rel], f.dirs[rel], f.final[rel] = tmp, d, final
 	f.order = append(f.order, rel)
 	return tmp, nil
 }
@@ -474,6 +481,8 @@ func (f *filePublisher) publish() error {
 			return fmt.Errorf("publish %s: %w", f.final[rel], err)
 		}
 		delete(f.tmps, rel)
+		f.dirs[rel].Remove()
+		delete(f.dirs, rel)
 	}
 	if d, err := os.Open(filepath.Dir(f.target)); err == nil {
 		d.Sync()
@@ -483,8 +492,8 @@ func (f *filePublisher) publish() error {
 }
 
 func (f *filePublisher) abort() {
-	for _, tmp := range f.tmps {
-		os.Remove(tmp)
+	for _, d := range f.dirs {
+		d.Remove()
 	}
 }
 

@@ -89,3 +89,31 @@ func TestCheckReplaceFile(t *testing.T) {
 		}
 	}
 }
+
+// A temporary directory whose marker names another boot is a dead run's,
+// even when its pid names a live process now (pids are reused, and mean
+// nothing across PID namespaces).
+func TestBeginRemovesTempDirOfAnotherBoot(t *testing.T) {
+	parent := t.TempDir()
+	target := filepath.Join(parent, "snap")
+	mk := func(name, marker string) string {
+		p := filepath.Join(parent, ".snap.rebucket-tmp-"+name)
+		os.Mkdir(p, 0o750)
+		os.WriteFile(filepath.Join(p, writer.MarkerName), []byte(marker), 0o640)
+		os.WriteFile(filepath.Join(p, "000001.sst"), []byte("partial"), 0o640)
+		return p
+	}
+	other := mk("aa", `{"run_id":"aa","pid":1,"boot_id":"00000000-0000-0000-0000-000000000000"}`)
+	live := mk("bb", `{"run_id":"bb","pid":1}`) // pid 1 lives, same boot (unknown)
+	s, err := writer.Begin(target, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Abort()
+	if len(s.Removed) != 1 || s.Removed[0] != other {
+		t.Errorf("removed %v, want %s", s.Removed, other)
+	}
+	if len(s.Leftover) != 1 || s.Leftover[0] != live {
+		t.Errorf("leftover %v, want %s", s.Leftover, live)
+	}
+}

@@ -34,6 +34,7 @@ const tmpInfix = ".rebucket-tmp-"
 type Marker struct {
 	RunID   string    `json:"run_id"`
 	PID     int       `json:"pid"`
+	BootID  string    `json:"boot_id,omitempty"`
 	Started time.Time `json:"started"`
 	Target  string    `json:"target"`
 }
@@ -105,7 +106,7 @@ func BeginKind(target string, force bool, fs fsx.FS, kind Kind) (*Stage, error) 
 		s.unlock()
 		return nil, fmt.Errorf("create temporary directory %s: %w", s.dir, err)
 	}
-	mk, _ := json.Marshal(Marker{RunID: runID, PID: os.Getpid(), Started: time.Now().UTC(), Target: abs})
+	mk, _ := json.Marshal(Marker{RunID: runID, PID: os.Getpid(), BootID: fsx.BootID(), Started: time.Now().UTC(), Target: abs})
 	if err := writeFileSync(s.fs, filepath.Join(s.dir, MarkerName), mk); err != nil {
 		s.Abort()
 		return nil, err
@@ -209,7 +210,9 @@ func (s *Stage) cleanStale(parent, base string) {
 				s.Leftover = append(s.Leftover, p)
 				continue
 			}
-		} else if processAlive(m.PID) {
+		} else if processAlive(m.PID) && (m.BootID == "" || m.BootID == fsx.BootID()) {
+			// (A marker of another boot is a dead run's, whatever its
+			// pid now names.)
 			s.Leftover = append(s.Leftover, p)
 			continue
 		}
