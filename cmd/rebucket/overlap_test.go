@@ -147,6 +147,8 @@ func TestWritersRefuseOverlap(t *testing.T) {
 		}},
 	}
 	before := dirHash(t, root)
+	runs := 0
+	defer func() { t.Logf("%d runs refused", runs) }()
 	for _, c := range commands {
 		for what, tg := range c.targets {
 			for _, force := range []bool{false, true} {
@@ -155,6 +157,7 @@ func TestWritersRefuseOverlap(t *testing.T) {
 					args = append(args, "--force")
 				}
 				out, code := runRoot(t, args...)
+				runs++
 				if code != exitRefused {
 					t.Errorf("%s, target %s (%s), --force %v: exit %d, want %d\n%s", c.name, what, tg, force, code, exitRefused, out)
 				}
