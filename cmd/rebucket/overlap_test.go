@@ -234,6 +234,8 @@ func TestForceReplacesOnlyOwnOutput(t *testing.T) {
 	for _, args := range [][]string{
 		{"export", snap, "--partition-by", "bucket", "--out", part},
 		{"export", snap, "--partition-by", "bucket", "--out", part, "--force"},
+		{"export", snap, "--partition-by", "state", "--format", "arrow", "--out", filepath.Join(out, "bystate")},
+		{"export", snap, "--partition-by", "state", "--format", "arrow", "--out", filepath.Join(out, "bystate"), "--force"},
 		{"load", snap, "--width", "2", "--into", filepath.Join(out, "load")},
 		{"load", snap, "--width", "2", "--into", filepath.Join(out, "load"), "--force"},
 		{"export", snap, "--out", filepath.Join(out, "x.parquet")},
