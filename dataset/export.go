@@ -106,7 +106,7 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 	// Where things go: a directory through a Stage, or a temp file renamed.
 	var pub publisher
 	if opts.PartitionBy != "" {
-		st, err := writer.Begin(out, opts.Force)
+		st, err := writer.BeginKind(out, opts.Force, nil, exportKind(opts.PartitionBy, opts.Format))
 		if err != nil {
 			return nil, err
 		}
@@ -122,6 +122,10 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 		pub = fp
 		if len(m.WorkerStates) > 0 {
 			em.WorkerStateFile = workerSibling(filepath.Base(out), opts.Format)
+			// Refused before anything is written, not after the data.
+			if err := checkFileTarget(filepath.Join(filepath.Dir(out), em.WorkerStateFile), opts.Force); err != nil {
+				return nil, err
+			}
 		}
 	}
 	ok := false
@@ -392,27 +396,39 @@ func dirSize(dir string) int64 {
 type filePublisher struct {
 	target string
 	force  bool
-	tmps   map[string]string // rel -> temp path
-	final  map[string]string // rel -> final path
+	tmps   map[string]string      // rel -> temp path
+	dirs   map[string]*fsx.RunDir // rel -> the run directory holding it
+	final  map[string]string      // rel -> final path
 	order  []string
 	bytes  int64
 }
 
 func newFilePublisher(target string, force bool) (*filePublisher, error) {
-	if st, err := os.Stat(target); err == nil {
-		if st.IsDir() {
-			return nil, fmt.Errorf("%w: %s is a directory; an unpartitioned export writes one file", snapshotfmt.ErrRefused, target)
-		}
-		if !force {
-			return nil, fmt.Errorf("%w: %s exists (use --force to replace it)", snapshotfmt.ErrRefused, target)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("stat %s: %w", target, err)
+	if err := checkFileTarget(target, force); err != nil {
+		return nil, err
 	}
 	if st, err := os.Stat(filepath.Dir(target)); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%w: the directory of %s does not exist; create it first", snapshotfmt.ErrInvalidArgument, target)
 	}
-	return &filePublisher{target: target, force: force, tmps: map[string]string{}, final: map[string]string{}}, nil
+	return &filePublisher{target: target, force: force, tmps: map[string]string{}, dirs: map[string]*fsx.RunDir{}, final: map[string]string{}}, nil
+}
+
+// checkFileTarget refuses an existing target unless force, and under force
+// anything but a regular file. Lstat: --force replaces the name, never
+// what a link points to, and never a device node or a FIFO.
+func checkFileTarget(target string, force bool) error {
+	if st, err := os.Lstat(target); err == nil {
+		if st.IsDir() {
+			return fmt.Errorf("%w: %s is a directory; an unpartitioned export writes one file", snapshotfmt.ErrRefused, target)
+		}
+		if !force {
+			return fmt.Errorf("%w: %s exists (use --force to replace it)", snapshotfmt.ErrRefused, target)
+		}
+		return writer.CheckReplaceFile(target)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("stat %s: %w", target, err)
+	}
+	return nil
 }
 
 // path: rel "" is the data file, "workers" its per-worker sibling.
@@ -421,16 +437,25 @@ func (f *filePublisher) path(rel string) (string, error) {
 	if rel == "workers" {
 		ext := filepath.Ext(f.target)
 		final = filepath.Join(filepath.Dir(f.target), workerSibling(filepath.Base(f.target), formatOfExt(ext)))
-		if _, err := os.Stat(final); err == nil && !f.force {
+		if _, err := os.Lstat(final); err == nil && !f.force {
 			return "", fmt.Errorf("%w: %s exists (use --force to replace it)", snapshotfmt.ErrRefused, final)
 		}
+		if err := writer.CheckReplaceFile(final); err != nil {
+			return "", err
+		}
 	}
-	// The temporary name carries our process id: a run killed before it
-	// renamed or removed its file leaves one that the next run removes.
+	// The file is written in a run directory beside its final name, locked
+	// for this run's life: a run killed before it renamed or removed its
+	// file leaves one that the next run removes, and no run removes a live
+	// one's, even from another PID namespace.
 	prefix := "." + filepath.Base(final) + ".rebucket-tmp-"
 	fsx.RemoveStale(nil, filepath.Dir(final), prefix)
-	tmp := filepath.Join(filepath.Dir(final), fsx.TempName(prefix))
-	f.tmps[rel], f.final[rel] = tmp, final
+	d, err := fsx.MkdirRun(nil, filepath.Dir(final), prefix, fsx.DirPerm)
+	if err != nil {
+		return "", fmt.Errorf("create a temporary directory beside %s: %w", final, err)
+	}
+	tmp := filepath.Join(d.Path, filepath.Base(final))
+	f.tmps[rel], f.dirs[rel], f.final[rel] = tmp, d, final
 	f.order = append(f.order, rel)
 	return tmp, nil
 }
@@ -456,6 +481,8 @@ func (f *filePublisher) publish() error {
 			return fmt.Errorf("publish %s: %w", f.final[rel], err)
 		}
 		delete(f.tmps, rel)
+		f.dirs[rel].Remove()
+		delete(f.dirs, rel)
 	}
 	if d, err := os.Open(filepath.Dir(f.target)); err == nil {
 		d.Sync()
@@ -465,8 +492,8 @@ func (f *filePublisher) publish() error {
 }
 
 func (f *filePublisher) abort() {
-	for _, tmp := range f.tmps {
-		os.Remove(tmp)
+	for _, d := range f.dirs {
+		d.Remove()
 	}
 }
 

@@ -74,7 +74,8 @@ func (quietLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a
 // store's format must accept the snapshot's Pebblev4 tables for ingest;
 // FormatNewest does (its MinTableFormat is Pebblev1).
 func StoreOptions() *pebble.Options {
-	return &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}}
+	return &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{},
+		FS: storeVFS} // 0750/0640, not Pebble's 0755/0666
 }
 
 // OpenStore opens a worker store that BuildStore built.

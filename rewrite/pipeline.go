@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -267,10 +266,10 @@ func (r *run) shuffle(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("in %s: %w", r.tmpRoot, err)
 	}
-	defer os.RemoveAll(spill)
+	defer spill.Remove()
 	g := uint32(max(r.plan.Groups, 1))
 	for gi := range g {
-		if err := r.shuffleGroup(ctx, spill, gi, g); err != nil {
+		if err := r.shuffleGroup(ctx, spill.Path, gi, g); err != nil {
 			return err
 		}
 	}

@@ -36,6 +36,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/reader"
@@ -161,6 +162,10 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	p := plan.ForRewriteWith(m, to, plan.Resources{Memory: opts.Memory, Parallelism: opts.Parallelism})
 	tmpRoot := opts.TmpDir
 	if tmpRoot != "" {
+		// Spill files are never written inside the source.
+		if err := fsx.CheckOutside(tmpRoot, opts.Source); err != nil {
+			return nil, err
+		}
 		if st, err := os.Stat(tmpRoot); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("%w: --tmp %s is not an existing directory", snapshotfmt.ErrInvalidArgument, tmpRoot)
 		}
@@ -401,49 +406,10 @@ func copyWorkerStates(src *reader.Snapshot, w *writer.Snapshot, ws []workerState
 }
 
 // CheckPaths refuses a target that is the source, lies inside it, or
-// contains it (--force would then replace the source).
+// contains it (--force would then replace the source), whatever the
+// spelling: the check every writer shares (fsx.CheckDisjoint).
 func CheckPaths(source, target string) error {
-	s, err := canonical(source)
-	if err != nil {
-		return err
-	}
-	t, err := canonical(target)
-	if err != nil {
-		return err
-	}
-	switch {
-	case s == t:
-		return fmt.Errorf("%w: the target %s is the source", snapshotfmt.ErrRefused, target)
-	case strings.HasPrefix(t, s+string(filepath.Separator)):
-		return fmt.Errorf("%w: the target %s lies inside the source %s; the source is never written", snapshotfmt.ErrRefused, target, source)
-	case strings.HasPrefix(s, t+string(filepath.Separator)):
-		return fmt.Errorf("%w: the source %s lies inside the target %s", snapshotfmt.ErrRefused, source, target)
-	}
-	return nil
-}
-
-// canonical resolves symlinks in the longest existing prefix of p.
-func canonical(p string) (string, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", p, err)
-	}
-	var rest []string
-	cur := abs
-	for {
-		if r, err := filepath.EvalSymlinks(cur); err == nil {
-			for i := len(rest) - 1; i >= 0; i-- {
-				r = filepath.Join(r, rest[i])
-			}
-			return r, nil
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return abs, nil
-		}
-		rest = append(rest, filepath.Base(cur))
-		cur = parent
-	}
+	return fsx.CheckDisjoint(target, source)
 }
 
 // CheckDisk refuses when the filesystems of target and tmp lack the space

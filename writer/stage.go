@@ -34,6 +34,7 @@ const tmpInfix = ".rebucket-tmp-"
 type Marker struct {
 	RunID   string    `json:"run_id"`
 	PID     int       `json:"pid"`
+	BootID  string    `json:"boot_id,omitempty"`
 	Started time.Time `json:"started"`
 	Target  string    `json:"target"`
 }
@@ -50,6 +51,7 @@ type Stage struct {
 	target string
 	dir    string
 	force  bool
+	kind   Kind
 	fs     fsx.FS
 	lock   *os.File
 	lockP  string
@@ -65,7 +67,7 @@ type Stage struct {
 // Begin checks the target, takes the lock, removes stale temporary
 // directories of dead runs, and creates a fresh marked temporary directory.
 // A target that exists and is not an empty directory is ErrTargetExists
-// unless force is set.
+// unless force is set; force replaces only a snapshot (SnapshotKind).
 func Begin(target string, force bool) (*Stage, error) {
 	return BeginFS(target, force, nil)
 }
@@ -73,6 +75,12 @@ func Begin(target string, force bool) (*Stage, error) {
 // BeginFS is Begin with the temporary directory's file operations going
 // through fs (nil is the real filesystem); tests inject faults with it.
 func BeginFS(target string, force bool, fs fsx.FS) (*Stage, error) {
+	return BeginKind(target, force, fs, SnapshotKind)
+}
+
+// BeginKind is BeginFS for an output of another kind: force replaces a
+// non-empty directory only when kind recognizes it.
+func BeginKind(target string, force bool, fs fsx.FS, kind Kind) (*Stage, error) {
 	abs, err := filepath.Abs(target)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", target, err)
@@ -81,10 +89,10 @@ func BeginFS(target string, force bool, fs fsx.FS) (*Stage, error) {
 	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%w: target %s: parent directory %s does not exist; create it first", snapshotfmt.ErrInvalidArgument, target, parent)
 	}
-	if err := checkTarget(abs, force); err != nil {
+	if err := checkTarget(abs, force, kind); err != nil {
 		return nil, err
 	}
-	s := &Stage{target: abs, force: force, fs: fsx.Or(fs), lockP: filepath.Join(parent, "."+base+".rebucket.lock"),
+	s := &Stage{target: abs, force: force, kind: kind, fs: fsx.Or(fs), lockP: filepath.Join(parent, "."+base+".rebucket.lock"),
 		Removed: []string{}, Leftover: []string{}}
 	if err := s.takeLock(); err != nil {
 		return nil, err
@@ -98,7 +106,7 @@ func BeginFS(target string, force bool, fs fsx.FS) (*Stage, error) {
 		s.unlock()
 		return nil, fmt.Errorf("create temporary directory %s: %w", s.dir, err)
 	}
-	mk, _ := json.Marshal(Marker{RunID: runID, PID: os.Getpid(), Started: time.Now().UTC(), Target: abs})
+	mk, _ := json.Marshal(Marker{RunID: runID, PID: os.Getpid(), BootID: fsx.BootID(), Started: time.Now().UTC(), Target: abs})
 	if err := writeFileSync(s.fs, filepath.Join(s.dir, MarkerName), mk); err != nil {
 		s.Abort()
 		return nil, err
@@ -112,7 +120,7 @@ func (s *Stage) Dir() string { return s.dir }
 // Target is the absolute target path.
 func (s *Stage) Target() string { return s.target }
 
-func checkTarget(abs string, force bool) error {
+func checkTarget(abs string, force bool, kind Kind) error {
 	st, err := os.Lstat(abs)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -121,10 +129,14 @@ func checkTarget(abs string, force bool) error {
 		return fmt.Errorf("target %s: %w", abs, err)
 	}
 	if !st.IsDir() {
-		if force {
-			return fmt.Errorf("%w: target %s is a file, not a directory; --force replaces only directories", snapshotfmt.ErrRefused, abs)
+		what := describeMode(st.Mode())
+		if st.Mode().IsRegular() {
+			what = "a file"
 		}
-		return fmt.Errorf("%w: %s (a file); choose another --out", ErrTargetExists, abs)
+		if force {
+			return fmt.Errorf("%w: target %s is %s, not a directory; --force replaces only a %s rebucket wrote", snapshotfmt.ErrRefused, abs, what, kind.Name)
+		}
+		return fmt.Errorf("%w: %s (%s); choose another --out", ErrTargetExists, abs, what)
 	}
 	ents, err := os.ReadDir(abs)
 	if err != nil {
@@ -132,6 +144,12 @@ func checkTarget(abs string, force bool) error {
 	}
 	if len(ents) > 0 && !force {
 		return fmt.Errorf("%w: %s; choose another --out, or pass --force to replace it once the new one is complete", ErrTargetExists, abs)
+	}
+	if len(ents) > 0 && kind.Check != nil {
+		if err := kind.Check(abs); err != nil {
+			return fmt.Errorf("%w: %s is not a %s (%v); --force replaces only a %s rebucket wrote: remove it yourself or choose another --out",
+				snapshotfmt.ErrRefused, abs, kind.Name, err, kind.Name)
+		}
 	}
 	return nil
 }
@@ -192,7 +210,9 @@ func (s *Stage) cleanStale(parent, base string) {
 				s.Leftover = append(s.Leftover, p)
 				continue
 			}
-		} else if processAlive(m.PID) {
+		} else if processAlive(m.PID) && (m.BootID == "" || m.BootID == fsx.BootID()) {
+			// (A marker of another boot is a dead run's, whatever its
+			// pid now names.)
 			s.Leftover = append(s.Leftover, p)
 			continue
 		}
@@ -246,7 +266,7 @@ func (s *Stage) Publish() error {
 	}
 	parent := filepath.Dir(s.target)
 	// Re-check: the target may have appeared while we worked.
-	if err := checkTarget(s.target, s.force); err != nil {
+	if err := checkTarget(s.target, s.force, s.kind); err != nil {
 		return err
 	}
 	var old string

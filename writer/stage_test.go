@@ -96,6 +96,8 @@ func TestForceReplaces(t *testing.T) {
 	target := filepath.Join(parent, "snap")
 	os.Mkdir(target, 0o755)
 	os.WriteFile(filepath.Join(target, "old.txt"), []byte("old"), 0o644)
+	// --force replaces only a snapshot (see TestForceReplacesOnlyOwnKind).
+	os.WriteFile(filepath.Join(target, "MANIFEST.json"), []byte(`{"format": "rebucket-snapshot", "version": 1}`), 0o644)
 	s, err := writer.Create(target, header(t), writer.Options{Force: true})
 	if err != nil {
 		t.Fatal(err)

@@ -123,6 +123,9 @@ func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src strin
 	if err != nil {
 		return err
 	}
+	if err := refuseOverlap([]string{o.out}, nil, src); err != nil {
+		return err
+	}
 	res, err := dataset.Export(cmd.Context(), s, o.out, opts)
 	if err != nil {
 		return err

@@ -125,6 +125,9 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	// collector reclaim dropped sort chunks and decoded pages before the
 	// heap grows to twice the live size (which GOGC alone allows).
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mem + plan.FixedOverhead/2))
+	if err := refuseOverlap([]string{o.out}, []string{o.tmpDir}, src, o.statesFile, o.workerState); err != nil {
+		return err
+	}
 	res, err := dataset.Import(cmd.Context(), src, o.out, opts)
 	if err != nil {
 		return err

@@ -151,7 +151,10 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 			return usagef(fmt.Errorf("--workers: worker %d does not exist; this start has workers 0..%d", i, l.Width()-1))
 		}
 	}
-	stage, err := writer.Begin(o.into, o.force)
+	if err := refuseOverlap([]string{o.into}, nil, src); err != nil {
+		return err
+	}
+	stage, err := writer.BeginKind(o.into, o.force, nil, loadKind)
 	if err != nil {
 		return err
 	}

@@ -95,7 +95,7 @@ func TestRewriteCommand(t *testing.T) {
 		{"bad mapping", []string{"rewrite", src, "--buckets", "4", "--mapping", "hash", "--out", filepath.Join(tmp, "d6")}, exitUsage, "mapping"},
 		{"bad memory", []string{"rewrite", src, "--buckets", "4", "--memory", "lots", "--out", filepath.Join(tmp, "d7")}, exitUsage, "--memory"},
 		{"unknown state", []string{"rewrite", src, "--buckets", "4", "--drop-state", "a/b", "--out", filepath.Join(tmp, "d8")}, exitUsage, "no such state"},
-		{"target in source", []string{"rewrite", src, "--buckets", "4", "--out", filepath.Join(src, "x")}, exitRefused, "inside the source"},
+		{"target in source", []string{"rewrite", src, "--buckets", "4", "--out", filepath.Join(src, "x")}, exitRefused, "lies inside the input"},
 		{"not a snapshot", []string{"rewrite", tmp, "--buckets", "4", "--out", filepath.Join(tmp, "d9")}, exitUsage, "MANIFEST"},
 	}
 	for _, c := range cases {

@@ -39,8 +39,10 @@ type Options struct {
 }
 
 // SpillPrefix starts the name of every spill directory; the rest is the
-// process id and a random suffix (fsx.TempName), so a later run can remove
-// the spill of a run that was killed.
+// process id and a random suffix (fsx.TempName). The directory holds a lock
+// for its run's life (fsx.MkdirRun), so a later run removes the spill of a
+// run that was killed, and never that of a live one, even in another PID
+// namespace.
 const SpillPrefix = ".rebucket-spill-"
 
 // RemoveStale removes the spill directories in dir left by processes that
@@ -53,16 +55,17 @@ func RemoveStale(fs fsx.FS, dir string) []string {
 }
 
 // MkdirSpill creates a spill directory in dir (the system temp directory
-// if empty), named so that RemoveStale can clean it up after a crash.
-func MkdirSpill(fs fsx.FS, dir string) (string, error) {
+// if empty), locked and named so that RemoveStale can clean it up after a
+// crash. Remove it with its Remove.
+func MkdirSpill(fs fsx.FS, dir string) (*fsx.RunDir, error) {
 	if dir == "" {
 		dir = os.TempDir()
 	}
-	p := filepath.Join(dir, fsx.TempName(SpillPrefix))
-	if err := fsx.Or(fs).Mkdir(p, 0o700); err != nil {
-		return "", fmt.Errorf("create spill directory: %w", err)
+	d, err := fsx.MkdirRun(fs, dir, SpillPrefix, 0o700)
+	if err != nil {
+		return nil, fmt.Errorf("create spill directory: %w", err)
 	}
-	return p, nil
+	return d, nil
 }
 
 const (
@@ -92,6 +95,7 @@ type Sorter struct {
 	used      int64
 	allocated int64
 	dir       string
+	spillDir  *fsx.RunDir
 	runs      []string
 	merged    int
 	stats     Stats
@@ -310,11 +314,11 @@ func (s *Sorter) touch(i int) {
 // spill writes the buffered entries as one sorted run and frees them.
 func (s *Sorter) spill() error {
 	if s.dir == "" {
-		dir, err := MkdirSpill(s.opts.FS, s.opts.TmpDir)
+		d, err := MkdirSpill(s.opts.FS, s.opts.TmpDir)
 		if err != nil {
 			return err
 		}
-		s.dir = dir
+		s.spillDir, s.dir = d, d.Path
 	}
 	s.sortIndex()
 	p := filepath.Join(s.dir, fmt.Sprintf("run-%06d", len(s.runs)))
@@ -489,8 +493,8 @@ func (s *Sorter) mergeGroup(ctx context.Context, group []string) (string, error)
 func (s *Sorter) Close() error {
 	s.chunks, s.index = nil, nil
 	if s.dir != "" {
-		err := s.opts.FS.RemoveAll(s.dir)
-		s.dir = ""
+		err := s.spillDir.Remove()
+		s.dir, s.spillDir = "", nil
 		if err != nil {
 			return fmt.Errorf("remove spill directory: %w", err)
 		}

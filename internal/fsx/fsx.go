@@ -4,8 +4,9 @@
 // the caller does with it. OS is the real filesystem; Faulty wraps one.
 //
 // It also names temporary entries after the process that made them
-// (TempName) so a later run can tell the leftovers of a dead run
-// (RemoveStale) from those of a live one.
+// (TempName) and locks run directories for their run's life (MkdirRun), so
+// a later run can tell the leftovers of a dead run (RemoveStale) from
+// those of a live one, even in another PID namespace.
 package fsx
 
 import (
@@ -14,9 +15,7 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -148,36 +147,6 @@ func TempName(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return prefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
-}
-
-// RemoveStale removes the entries of dir named by TempName(prefix) whose
-// process is gone, and returns their paths. Entries of live processes, and
-// names that do not parse, are left alone.
-func RemoveStale(fs FS, dir, prefix string) []string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var removed []string
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok {
-			continue
-		}
-		pidStr, _, ok := strings.Cut(rest, "-")
-		if !ok {
-			continue
-		}
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid <= 0 || ProcessAlive(pid) {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
-		if Or(fs).RemoveAll(p) == nil {
-			removed = append(removed, p)
-		}
-	}
-	return removed
 }
 
 // ProcessAlive reports whether pid names a running process (this one
