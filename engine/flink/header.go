@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/rebucket/rebucket/engine/flink/keytype"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -42,7 +43,11 @@ type Snapshot struct {
 	Class     string
 	Version   int32
 	Composite bool
-	Nested    []*Snapshot
+	// OuterVersion and Outer are a composite's outer snapshot version and
+	// body bytes (a Tuple's class name, a Row's kind flag).
+	OuterVersion int32
+	Outer        []byte
+	Nested       []*Snapshot
 	// Opaque: a body this parser does not know was skipped.
 	Opaque bool
 }
@@ -60,6 +65,18 @@ func (s *Snapshot) NestedClasses() []string {
 	}
 	walk(s)
 	return out
+}
+
+// Spec is the snapshot as keytype.ForSpec takes it.
+func (s *Snapshot) Spec() keytype.Spec {
+	sp := keytype.Spec{Class: s.Class, OuterVersion: int(s.OuterVersion), Outer: s.Outer}
+	if s.Composite && s.Outer == nil {
+		sp.Outer = []byte{}
+	}
+	for _, n := range s.Nested {
+		sp.Nested = append(sp.Nested, n.Spec())
+	}
+	return sp
 }
 
 // NamedSnapshot is one entry of a state's serializer map.
@@ -204,7 +221,9 @@ func (p *hparser) snapshot(pos int, lead bool, s *Snapshot, next func(int) bool)
 			if n < 0 || n > 64 {
 				continue
 			}
-			s.Composite, s.Opaque = true, q > pos+8
+			s.Composite, s.Opaque = true, false
+			s.OuterVersion, _ = p.i32(pos + 4)
+			s.Outer = p.b[pos+8 : q : q]
 			s.Nested = make([]*Snapshot, n)
 			if p.nested(q+12, s.Nested, 0, next) {
 				return true
@@ -213,7 +232,7 @@ func (p *hparser) snapshot(pos int, lead bool, s *Snapshot, next func(int) bool)
 				return false
 			}
 		}
-		s.Composite, s.Nested = false, nil
+		s.Composite, s.Nested, s.Outer, s.OuterVersion = false, nil, nil, 0
 	}
 	s.Opaque = false
 	if next(pos) {
