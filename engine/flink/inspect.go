@@ -420,5 +420,3 @@ func cut(s string) (string, string, bool) {
 	}
 	return s, "", false
 }
-
-

@@ -19,11 +19,11 @@ import (
 // keyedOp is one operator's keyed state: the streams of its subtasks, the
 // header the rewrite writes, and the key codec that rehashes its keys.
 type keyedOp struct {
-	op      *OperatorState
-	streams []*KeyedStream
-	header  *StreamHeader // of streams[0]; output states use its ids
-	remap   [][]int       // per stream: its state id -> header's state id
-	codec   keytype.Codec
+	op       *OperatorState
+	streams  []*KeyedStream
+	header   *StreamHeader // of streams[0]; output states use its ids
+	remap    [][]int       // per stream: its state id -> header's state id
+	codec    keytype.Codec
 	codecErr error
 }
 
