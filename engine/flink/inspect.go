@@ -226,7 +226,7 @@ func (sp *Savepoint) scan(ctx context.Context, opts ScanOptions) (*Report, error
 	opts.Progress.Start(total, "read keyed state")
 	defer opts.Progress.Finish()
 	type local struct {
-		fp   map[string]*Fingerprint
+		fp   map[*keyedOp]*stateFPs
 		hbuf []byte
 	}
 	locals := make([]*local, max(opts.Parallelism, 16))
@@ -238,7 +238,7 @@ func (sp *Savepoint) scan(ctx context.Context, opts ScanOptions) (*Report, error
 		}
 		l := locals[w]
 		if l == nil {
-			l = &local{fp: map[string]*Fingerprint{}}
+			l = &local{fp: map[*keyedOp]*stateFPs{}}
 			locals[w] = l
 		}
 		lmu.Unlock()
@@ -252,6 +252,11 @@ func (sp *Savepoint) scan(ctx context.Context, opts ScanOptions) (*Report, error
 		kgl := KeyGroupLoad{}
 		stateLoads := make([]KeyGroupLoad, len(k.header.States))
 		bad := 0
+		sf := l.fp[k]
+		if sf == nil {
+			sf = &stateFPs{op: op, ids: k.header.States, fp: make([]Fingerprint, len(k.header.States))}
+			l.fp[k] = sf
+		}
 		st, err := s.ReadSection(j.sec, rd, func(e Entry) error {
 			id := remap[e.StateID]
 			meta := k.header.States[id]
@@ -281,15 +286,9 @@ func (sp *Savepoint) scan(ctx context.Context, opts ScanOptions) (*Report, error
 					fs.add(Finding{Operator: op.Label(), Subtask: sub, KeyGroup: j.sec.KeyGroup, State: JavaString(meta.Name), Problem: fmt.Sprintf("key %x hashes to key group %d, its prefix says %d: Flink would restore it on the wrong subtask or lose it", e.Key, g, prefix)})
 				}
 			}
-			fk := op.IDString() + "\x00" + meta.Name
-			f := l.fp[fk]
-			if f == nil {
-				f = &Fingerprint{}
-				l.fp[fk] = f
-			}
 			var sum xxh3.Uint128
-			l.hbuf, sum = entryHash(l.hbuf, op.ID[:], meta.Name, e.Key[w2:], e.Value)
-			f.add(sum, len(e.Key)-w2+len(e.Value))
+			l.hbuf, sum = entryHash(l.hbuf, e.Key[w2:], e.Value)
+			sf.fp[id].add(sum, len(e.Key)-w2+len(e.Value))
 			return nil
 		})
 		if err != nil {
@@ -325,13 +324,8 @@ func (sp *Savepoint) scan(ctx context.Context, opts ScanOptions) (*Report, error
 		if l == nil {
 			continue
 		}
-		for k, v := range l.fp {
-			f := rep.fp[k]
-			if f == nil {
-				f = &Fingerprint{}
-				rep.fp[k] = f
-			}
-			f.Merge(*v)
+		for _, sf := range l.fp {
+			sf.into(rep.fp)
 		}
 	}
 	for _, op := range md.Operators {

@@ -377,7 +377,7 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 		workers := opts.Parallelism
 		type local struct {
 			batches []*batch
-			fp      map[string]*Fingerprint
+			fp      *stateFPs
 			hbuf    []byte
 		}
 		locals := make([]*local, max(workers, 1))
@@ -386,7 +386,7 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 			mu.Lock()
 			l := locals[w]
 			if l == nil {
-				l = &local{batches: make([]*batch, files), fp: map[string]*Fingerprint{}}
+				l = &local{batches: make([]*batch, files), fp: &stateFPs{op: k.op, ids: k.header.States, fp: make([]Fingerprint, nStates)}}
 				locals[w] = l
 			}
 			mu.Unlock()
@@ -404,15 +404,10 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 					return fmt.Errorf("%s: key group %d: %w", s.Where, j.sec.KeyGroup, err)
 				}
 				kg := keytype.KeyGroup(h, m)
-				var hv = e.Key[oldW:]
-				fk := k.op.IDString() + "\x00" + st.Name
-				f := l.fp[fk]
-				if f == nil {
-					f = &Fingerprint{}
-					l.fp[fk] = f
-				}
-				var sum = entryHashInto(&l.hbuf, k.op.ID[:], st.Name, hv, e.Value)
-				f.add(sum, len(hv)+len(e.Value))
+				hv := e.Key[oldW:]
+				var sum xxh3Uint128
+				l.hbuf, sum = entryHash(l.hbuf, hv, e.Value)
+				l.fp.fp[id].add(sum, len(hv)+len(e.Value))
 				oi := keytype.OperatorIndex(kg, m, files)
 				b := l.batches[oi]
 				if b == nil {
@@ -479,9 +474,4 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 	}
 	entries.Add(ro.Entries)
 	return handles, ro, st, nil
-}
-
-func entryHashInto(buf *[]byte, opID []byte, state string, key, value []byte) (h xxh3Uint128) {
-	*buf, h = entryHash(*buf, opID, state, key, value)
-	return h
 }

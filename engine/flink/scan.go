@@ -177,17 +177,39 @@ func (f *Fingerprint) Merge(o Fingerprint) {
 }
 
 // entryHash digests one entry independently of max parallelism: the
-// operator, the state name, the composite key without its key-group
-// prefix, and the value.
-func entryHash(buf []byte, opID []byte, state string, keyNoPrefix, value []byte) ([]byte, xxh3.Uint128) {
+// composite key without its key-group prefix, and the value. Fingerprints
+// are kept per operator and state, so those need not be hashed.
+func entryHash(buf []byte, keyNoPrefix, value []byte) ([]byte, xxh3.Uint128) {
 	buf = buf[:0]
-	buf = append(buf, opID...)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(state)))
-	buf = append(buf, state...)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(keyNoPrefix)))
 	buf = append(buf, keyNoPrefix...)
 	buf = append(buf, value...)
 	return buf, xxh3.Hash128(buf)
+}
+
+// fpKey names the fingerprint of one state of one operator.
+func fpKey(op *OperatorState, state string) string { return op.IDString() + "\x00" + state }
+
+// stateFPs are one worker's fingerprints of one operator, by state id.
+type stateFPs struct {
+	op  *OperatorState
+	ids []*StateMeta
+	fp  []Fingerprint
+}
+
+func (s *stateFPs) into(m map[string]*Fingerprint) {
+	for i, f := range s.fp {
+		if f.Entries == 0 {
+			continue
+		}
+		k := fpKey(s.op, s.ids[i].Name)
+		x := m[k]
+		if x == nil {
+			x = &Fingerprint{}
+			m[k] = x
+		}
+		x.Merge(f)
+	}
 }
 
 // sectionJob is one key-group section of one stream of a keyed operator.
@@ -250,18 +272,11 @@ type fpSet struct {
 	m  map[string]*Fingerprint // operator id + "\x00" + state name
 }
 
-func (s *fpSet) merge(local map[string]*Fingerprint) {
+func (s *fpSet) merge(local *stateFPs) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
 		s.m = map[string]*Fingerprint{}
 	}
-	for k, v := range local {
-		f := s.m[k]
-		if f == nil {
-			f = &Fingerprint{}
-			s.m[k] = f
-		}
-		f.Merge(*v)
-	}
+	local.into(s.m)
 }
