@@ -3,6 +3,7 @@ package flink
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"testing"
 )
@@ -41,5 +42,47 @@ func TestGenerateMatchesFlink(t *testing.T) {
 	rep, err := Verify(ctx, dir, ScanOptions{})
 	if err != nil || rep.FindingsTotal != 0 || rep.Entries != 25000 {
 		t.Fatalf("%v %d %+v", err, rep.Entries, rep.Findings)
+	}
+}
+
+func TestForEachEntryDecodesProbeKeys(t *testing.T) {
+	sp, err := Open("testdata/probe-rocksdb-files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	err = sp.ForEachEntry(context.Background(), func(e *KeyedEntry) error {
+		v, err := e.KeyCodec.Decode(e.Key)
+		if err != nil {
+			return err
+		}
+		switch e.State.Name {
+		case "count":
+			if _, ok := v.(string); !ok || string(e.Rest) != "\x00" {
+				t.Fatalf("count key %v rest %x", v, e.Rest)
+			}
+		case "tags":
+			if _, ok := v.(int64); !ok || len(e.Rest) != 4 {
+				t.Fatalf("tags key %v rest %x", v, e.Rest)
+			}
+		case "_timer_state/event_user-timers":
+			switch k := v.(type) {
+			case string:
+				var i int64
+				fmt.Sscanf(k, "k%d", &i)
+				if e.Timestamp != -1000-i {
+					t.Fatalf("timer of %s at %d", k, e.Timestamp)
+				}
+			case int64:
+				if e.Timestamp != 1000000+k {
+					t.Fatalf("timer of %d at %d", k, e.Timestamp)
+				}
+			}
+		}
+		seen[e.State.Name]++
+		return nil
+	})
+	if err != nil || seen["count"] != 200 || seen["_timer_state/event_user-timers"] != 400 {
+		t.Fatalf("%v %v", err, seen)
 	}
 }
