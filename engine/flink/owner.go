@@ -27,13 +27,23 @@ type owner struct {
 	spillDir string
 	name     string
 
-	arena   []byte
-	recs    []rec
+	// Buffered entries live in fixed-size chunks (no copying on growth,
+	// exact accounting); rec.off is chunk<<32 | offset.
+	chunks  [][]byte
+	free    [][]byte // chunks kept for reuse after a spill
+	recs    [][]rec  // blocks of recBlock records
+	nrecs   int
+	order   []int32 // grouping permutation, reused
 	runs    []*run
 	spilled int64
 	entries uint64
 	handle  *KeyedHandle
 }
+
+const (
+	chunkSize = 4 << 20
+	recBlock  = 1 << 15
+)
 
 type run struct {
 	path   string
@@ -44,21 +54,59 @@ func (o *owner) slots() int { return (o.hi - o.lo + 1) * o.nStates }
 
 func (o *owner) slot(r *rec) int { return (int(r.kg)-o.lo)*o.nStates + int(r.state) }
 
+func (o *owner) rec(i int) *rec { return &o.recs[i/recBlock][i%recBlock] }
+
+// held is the memory the buffered entries take.
+func (o *owner) held() int64 {
+	var n int64
+	for _, c := range o.chunks {
+		n += int64(cap(c))
+	}
+	return n + int64(len(o.recs))*recBlock*recSize + int64(cap(o.order))*4
+}
+
+// place copies an entry's bytes into the arena and returns its offset.
+func (o *owner) place(b []byte) int64 {
+	n := len(o.chunks)
+	if n == 0 || cap(o.chunks[n-1])-len(o.chunks[n-1]) < len(b) {
+		var c []byte
+		if len(o.free) > 0 && len(b) <= chunkSize {
+			c, o.free = o.free[len(o.free)-1][:0], o.free[:len(o.free)-1]
+		} else {
+			c = make([]byte, 0, max(chunkSize, len(b)))
+		}
+		o.chunks = append(o.chunks, c)
+		n++
+	}
+	c := o.chunks[n-1]
+	off := int64(n-1)<<32 | int64(len(c))
+	o.chunks[n-1] = append(c, b...)
+	return off
+}
+
+func (o *owner) entry(r *rec) []byte {
+	c := o.chunks[r.off>>32]
+	off := r.off & (1<<32 - 1)
+	return c[off : off+int64(r.klen)+int64(r.vlen)]
+}
+
 func (o *owner) collect(ch chan *batch) error {
 	for b := range ch {
-		base := int64(len(o.arena))
-		o.arena = append(o.arena, b.buf...)
 		for _, r := range b.recs {
 			if int(r.kg) < o.lo || int(r.kg) > o.hi {
 				return fmt.Errorf("internal error: key group %d routed to the owner of %d..%d", r.kg, o.lo, o.hi)
 			}
-			r.off += base
-			o.recs = append(o.recs, r)
+			r.off = o.place(b.buf[r.off : r.off+int64(r.klen)+int64(r.vlen)])
+			if o.nrecs%recBlock == 0 && o.nrecs/recBlock == len(o.recs) {
+				o.recs = append(o.recs, make([]rec, recBlock))
+			}
+			*o.rec(o.nrecs) = r
+			o.nrecs++
 		}
 		o.entries += uint64(len(b.recs))
 		b.buf, b.recs = b.buf[:0], b.recs[:0]
 		batchPool.Put(b)
-		if int64(len(o.arena))+int64(len(o.recs))*recSize >= o.budget {
+		if o.held() >= o.budget {
 			if err := o.spill(); err != nil {
 				return err
 			}
@@ -67,33 +115,43 @@ func (o *owner) collect(ch chan *batch) error {
 	return nil
 }
 
-// grouped orders the buffered entries by slot (stable counting sort) and
-// returns them with the count of each slot.
-func (o *owner) grouped() ([]rec, []int32) {
+// grouped orders the buffered entries by slot (stable counting sort) into
+// o.order and returns the count of each slot.
+func (o *owner) grouped() []int32 {
 	counts := make([]int32, o.slots())
-	for i := range o.recs {
-		counts[o.slot(&o.recs[i])]++
+	for i := 0; i < o.nrecs; i++ {
+		counts[o.slot(o.rec(i))]++
 	}
-	start := make([]int, len(counts))
-	n := 0
+	start := make([]int32, len(counts))
+	var n int32
 	for i, c := range counts {
 		start[i] = n
-		n += int(c)
+		n += c
 	}
-	out := make([]rec, len(o.recs))
-	for _, r := range o.recs {
-		s := o.slot(&r)
-		out[start[s]] = r
+	if cap(o.order) < o.nrecs {
+		o.order = make([]int32, o.nrecs)
+	}
+	o.order = o.order[:o.nrecs]
+	for i := 0; i < o.nrecs; i++ {
+		s := o.slot(o.rec(i))
+		o.order[start[s]] = int32(i)
 		start[s]++
 	}
-	return out, counts
+	return counts
+}
+
+// reset drops the buffered entries, keeping chunks and blocks for reuse.
+func (o *owner) reset() {
+	o.free = append(o.free, o.chunks...)
+	o.chunks = o.chunks[:0]
+	o.nrecs = 0
 }
 
 func (o *owner) spill() error {
-	if len(o.recs) == 0 {
+	if o.nrecs == 0 {
 		return nil
 	}
-	sorted, counts := o.grouped()
+	counts := o.grouped()
 	p := filepath.Join(o.spillDir, fsx.TempName(".rebucket-flink-spill-"))
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -102,11 +160,12 @@ func (o *owner) spill() error {
 	o.runs = append(o.runs, &run{path: p, counts: counts})
 	w := bufio.NewWriterSize(f, 256<<10)
 	var hdr [8]byte
-	for _, r := range sorted {
+	for _, i := range o.order {
+		r := o.rec(int(i))
 		binary.BigEndian.PutUint32(hdr[:4], r.klen)
 		binary.BigEndian.PutUint32(hdr[4:], r.vlen)
 		w.Write(hdr[:])
-		w.Write(o.arena[r.off : r.off+int64(r.klen)+int64(r.vlen)])
+		w.Write(o.entry(r))
 		o.spilled += 8 + int64(r.klen) + int64(r.vlen)
 	}
 	err = w.Flush()
@@ -116,7 +175,7 @@ func (o *owner) spill() error {
 	if err != nil {
 		return fmt.Errorf("spill: %w", err)
 	}
-	o.arena, o.recs = o.arena[:0], o.recs[:0]
+	o.reset()
 	return nil
 }
 
@@ -125,13 +184,12 @@ func (o *owner) cleanup() {
 		os.Remove(r.path)
 	}
 	o.runs = nil
-	o.arena, o.recs = nil, nil
+	o.chunks, o.free, o.recs, o.order = nil, nil, nil, nil
 }
 
 // write merges runs and memory into the owner's file in dir.
 func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) error {
-	sorted, counts := o.grouped()
-	o.recs = nil
+	counts := o.grouped()
 	type runReader struct {
 		f *os.File
 		r *bufio.Reader
@@ -200,13 +258,13 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 				}
 			}
 			for c := counts[slot]; c > 0; c-- {
-				r := sorted[mi]
+				r := o.rec(int(o.order[mi]))
 				mi++
 				if err := start(); err != nil {
 					return err
 				}
-				k := o.arena[r.off : r.off+int64(r.klen)]
-				if err := sw.Add(s, k, o.arena[r.off+int64(r.klen):r.off+int64(r.klen)+int64(r.vlen)]); err != nil {
+				e := o.entry(r)
+				if err := sw.Add(s, e[:r.klen], e[r.klen:]); err != nil {
 					return err
 				}
 			}
