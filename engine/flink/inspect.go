@@ -338,10 +338,23 @@ func (sp *Savepoint) scan(ctx context.Context, opts ScanOptions) (*Report, error
 				if h == nil {
 					continue
 				}
+				if h.Delegate != nil {
+					if _, _, c, _, err := sp.openHandle(h.Delegate); err != nil {
+						fs.add(Finding{Operator: op.Label(), Subtask: int(st.Index), KeyGroup: -1, Problem: "operator state unreadable: " + err.Error()})
+					} else {
+						c.Close()
+					}
+				}
 				for _, m := range h.States {
 					r := OperatorStateRep{Subtask: int(st.Index), Name: JavaString(m.Name), Mode: m.ModeName(), Partitions: len(m.Offsets)}
 					if h.Delegate != nil {
 						r.Handle, r.Bytes = h.Delegate.Kind(), h.Delegate.Len()
+					}
+					for _, o := range m.Offsets {
+						if h.Delegate == nil || o < 0 || o >= h.Delegate.Len() {
+							fs.add(Finding{Operator: op.Label(), Subtask: int(st.Index), KeyGroup: -1, State: JavaString(m.Name), Problem: fmt.Sprintf("operator state partition offset %d outside its %d-byte stream", o, r.Bytes)})
+							break
+						}
 					}
 					or.OperatorState = append(or.OperatorState, r)
 				}

@@ -233,3 +233,21 @@ func TestSourceUntouched(t *testing.T) {
 		}
 	}
 }
+
+func TestVerifyFindsMissingOperatorStateFile(t *testing.T) {
+	dir := copySavepoint(t, "probe-heap-files")
+	sp, _ := Open(dir)
+	h := findOp(sp.Meta, "src").Subtasks[0].ManagedOperator
+	h.Delegate = &StreamHandle{Type: handleRelativeFile, Path: "gone", Size: 197}
+	writeMeta(t, dir, sp.Meta)
+	rep, err := Verify(context.Background(), dir, ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.FindingsTotal != 1 || !strings.Contains(rep.Findings[0].Problem, "operator state unreadable") {
+		t.Fatalf("%+v", rep.Findings)
+	}
+	if _, err := Rewrite(context.Background(), dir, filepath.Join(t.TempDir(), "o"), RewriteOptions{MaxParallelism: 16}); !errors.Is(err, snapshotfmt.ErrCorrupt) {
+		t.Fatalf("rewrite with a missing operator state file: %v", err)
+	}
+}

@@ -146,6 +146,11 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 			os.RemoveAll(tmp)
 		}
 	}()
+	// Operator state files are carried as they are, under the same names
+	// (first, so a missing one stops the run before the long work).
+	if err := copyOperatorStateFiles(sp, tmp); err != nil {
+		return nil, err
+	}
 	spillDir := opts.TmpDir
 	if spillDir == "" {
 		spillDir = tmp
@@ -206,10 +211,6 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 		res.SpillBytes += st.bytes
 	}
 
-	// Operator state files are carried as they are, under the same names.
-	if err := copyOperatorStateFiles(sp, tmp); err != nil {
-		return nil, err
-	}
 	mdBytes, err := newMD.Encode()
 	if err != nil {
 		return nil, err
