@@ -65,3 +65,20 @@ func exitCode(ctx context.Context, err error) int {
 		return exitFailure
 	}
 }
+
+// exitHint says, for --json errors, what the exit code means for a script.
+func exitHint(code int) string {
+	switch code {
+	case exitFindings:
+		return "verification findings: see the findings reported"
+	case exitUsage:
+		return "fix the command line or the input; see 'rebucket CMD --help'"
+	case exitRefused:
+		return "a safety check refused: read the message; nothing was written"
+	case exitFailure:
+		return "failure while working (I/O, no space): nothing was published; retry when resolved"
+	case exitInterrupted:
+		return "interrupted: nothing was published"
+	}
+	return ""
+}

@@ -24,6 +24,26 @@ func toolVersion() string {
 	return "dev"
 }
 
+// versionLine is what --version prints: the version, the commit and the Go
+// version the binary was built with, from the build information.
+func versionLine() string {
+	v, commit, dirty, goVersion := toolVersion(), "unknown", "", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = " (modified)"
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%s, commit %s%s, %s", v, commit, dirty, goVersion)
+}
+
 // toolName is recorded in manifests and lineage.
 func toolName() string { return "rebucket " + toolVersion() }
 
@@ -52,7 +72,7 @@ proves key-level equality. A job started with N buckets can never run more than
 N state-owning workers; rebucket raises N offline.
 
 ` + exitCodeTable,
-		Version:       toolVersion(),
+		Version:       versionLine(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -61,6 +81,7 @@ N state-owning workers; rebucket raises N offline.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef(fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath()))
 	})
+	root.SetVersionTemplate("rebucket {{.Version}}\n")
 	for _, f := range commandFactories {
 		root.AddCommand(f(g))
 	}
