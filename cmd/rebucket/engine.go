@@ -33,6 +33,8 @@ var flinkHandlers = map[string]engineHandler{
 	"plan":    runFlinkPlan,
 	"locate":  runFlinkLocate,
 	"export":  runFlinkExport,
+	// generate reads no snapshot: --engine flink asks for a savepoint.
+	"generate": runFlinkGenerate,
 }
 
 // detectEngine tells which kind of snapshot path is: forced by --engine,
@@ -70,12 +72,27 @@ func installEngines(root *cobra.Command, g *globalOptions) {
 			continue
 		}
 		var forced string
-		c.Flags().StringVar(&forced, "engine", engineAuto, "kind of input: auto (detect), native or flink")
+		if c.Name() != "generate" {
+			c.Flags().StringVar(&forced, "engine", engineAuto, "kind of input: auto (detect), native or flink")
+		}
 		_ = c.RegisterFlagCompletionFunc("engine", cobra.FixedCompletions(engineNames, cobra.ShellCompDirectiveNoFileComp))
 		if c.Name() == "locate" {
 			c.Flags().String("key-type", "", "Flink: the key's type, e.g. string, long, int, tuple<string,long> (default: each keyed operator's own)")
 		}
 		native := c.RunE
+		if c.Name() == "generate" {
+			c.Flags().StringVar(&forced, "engine", engineNative, "what to write: native (a snapshot) or flink (a canonical savepoint of the probe job)")
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				switch forced {
+				case engineNative, engineAuto:
+					return native(cmd, args)
+				case engineFlink:
+					return handler(cmd, g, args)
+				}
+				return usagef(fmt.Errorf("--engine %q: want native or flink", forced))
+			}
+			continue
+		}
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return native(cmd, args)

@@ -606,3 +606,36 @@ func flinkOpLabel(op *flink.OperatorState) string {
 	}
 	return op.IDString()
 }
+
+// runFlinkGenerate writes a canonical savepoint of the probe job (the job
+// of interop/flink) for benchmarks and trials: --keys (or --entries / 5,
+// the entries per key) keys per keyed operator, --buckets as the max
+// parallelism, --width as the keyed operators' parallelism.
+func runFlinkGenerate(cmd *cobra.Command, g *globalOptions, args []string) error {
+	if err := refuseFlags(cmd, "Flink", "mapping", "sub-keys", "list-len", "value-size", "spread", "skew", "seed",
+		"no-worker-state", "file-size", "compression", "force"); err != nil {
+		return err
+	}
+	out, _ := cmd.Flags().GetString("out")
+	keys, _ := cmd.Flags().GetInt("keys")
+	entries, _ := cmd.Flags().GetInt("entries")
+	buckets, _ := cmd.Flags().GetInt("buckets")
+	width, _ := cmd.Flags().GetInt("width")
+	if keys == 0 {
+		keys = 1000
+		if entries > 0 {
+			keys = max(1, entries/5) // five entries per key: count, tags, events, two timers
+		}
+	}
+	start := time.Now()
+	if err := flink.Generate(out, flink.GenerateOptions{Keys: keys, MaxParallelism: buckets, Parallelism: width}); err != nil {
+		return err
+	}
+	if g.JSON {
+		return writeJSON(cmd.OutOrStdout(), map[string]any{"engine": engineFlink, "out": out, "keys": keys, "max_parallelism": buckets,
+			"parallelism": width, "elapsed_seconds": time.Since(start).Seconds()})
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote a canonical Flink savepoint of the probe job to %s: %s keys per keyed operator, max parallelism %d, parallelism %d (%s)\n",
+		out, units.Count(uint64(keys)), buckets, width, units.Duration(time.Since(start)))
+	return nil
+}
