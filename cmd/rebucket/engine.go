@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rebucket/rebucket/engine/flink"
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// The kinds of input every snapshot command accepts (DESIGN section 10):
+// the commands detect them and --engine forces one.
+const (
+	engineAuto   = "auto"
+	engineNative = "native"
+	engineFlink  = "flink"
+)
+
+var engineNames = []string{engineAuto, engineNative, engineFlink}
+
+// engineHandler runs a command on an engine's snapshot; args are the
+// command's positional arguments, its flags are read from cmd.
+type engineHandler func(cmd *cobra.Command, g *globalOptions, args []string) error
+
+// flinkHandlers are the commands that speak Flink savepoints.
+var flinkHandlers = map[string]engineHandler{
+	"inspect": runFlinkInspect,
+	"verify":  runFlinkVerify,
+	"rewrite": runFlinkRewrite,
+	"plan":    runFlinkPlan,
+	"locate":  runFlinkLocate,
+	"export":  runFlinkExport,
+	// generate reads no snapshot: --engine flink asks for a savepoint.
+	"generate": runFlinkGenerate,
+}
+
+// detectEngine tells which kind of snapshot path is: forced by --engine,
+// else a Flink savepoint by its _metadata magic, else the native format.
+func detectEngine(path, forced string) (string, error) {
+	switch forced {
+	case "", engineAuto:
+	case engineNative:
+		return engineNative, nil
+	case engineFlink:
+		if !flink.IsSavepoint(path) {
+			return "", fmt.Errorf("%w: --engine flink: %s is not a Flink savepoint (no _metadata with Flink's magic number); give the savepoint directory or its _metadata file",
+				snapshotfmt.ErrInvalidArgument, path)
+		}
+		return engineFlink, nil
+	default:
+		return "", usagef(fmt.Errorf("--engine %q: want auto, native or flink", forced))
+	}
+	if _, err := os.Stat(filepath.Join(path, snapshotfmt.ManifestName)); err == nil {
+		return engineNative, nil
+	}
+	if flink.IsSavepoint(path) {
+		return engineFlink, nil
+	}
+	return engineNative, nil
+}
+
+// installEngines gives every command that reads a snapshot an --engine flag
+// and routes an engine's snapshot to that engine's handler; the native
+// commands stay as they are.
+func installEngines(root *cobra.Command, g *globalOptions) {
+	for _, c := range root.Commands() {
+		handler, ok := flinkHandlers[c.Name()]
+		if !ok || c.RunE == nil {
+			continue
+		}
+		var forced string
+		if c.Name() != "generate" {
+			c.Flags().StringVar(&forced, "engine", engineAuto, "kind of input: auto (detect), native or flink")
+		}
+		_ = c.RegisterFlagCompletionFunc("engine", cobra.FixedCompletions(engineNames, cobra.ShellCompDirectiveNoFileComp))
+		if c.Name() == "locate" {
+			c.Flags().String("key-type", "", "Flink: the key's type, e.g. string, long, int, tuple<string,long> (default: each keyed operator's own)")
+		}
+		native := c.RunE
+		if c.Name() == "generate" {
+			c.Flags().StringVar(&forced, "engine", engineNative, "what to write: native (a snapshot) or flink (a canonical savepoint of the probe job)")
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				switch forced {
+				case engineNative, engineAuto:
+					return native(cmd, args)
+				case engineFlink:
+					return handler(cmd, g, args)
+				}
+				return usagef(fmt.Errorf("--engine %q: want native or flink", forced))
+			}
+			continue
+		}
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return native(cmd, args)
+			}
+			kind, err := detectEngine(args[0], forced)
+			if err != nil {
+				return err
+			}
+			if kind == engineFlink {
+				return handler(cmd, g, args)
+			}
+			if cmd.Flags().Changed("key-type") {
+				return usagef(fmt.Errorf("--key-type applies to Flink savepoints; %s is a native snapshot (use --key-format)", args[0]))
+			}
+			return native(cmd, args)
+		}
+	}
+}
+
+// refuseFlags refuses flags that do not apply to an engine's snapshots.
+func refuseFlags(cmd *cobra.Command, engine string, names ...string) error {
+	for _, n := range names {
+		if cmd.Flags().Lookup(n) != nil && cmd.Flags().Changed(n) {
+			return usagef(fmt.Errorf("--%s does not apply to a %s savepoint", n, engine))
+		}
+	}
+	return nil
+}

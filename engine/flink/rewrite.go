@@ -1,0 +1,478 @@
+package flink
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rebucket/rebucket/engine/flink/keytype"
+	"github.com/rebucket/rebucket/internal/fsx"
+	"github.com/rebucket/rebucket/plan"
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// Progress receives progress of long work, in bytes of keyed state read.
+// internal/progress.Reporter satisfies it.
+type Progress interface {
+	Start(total int64, what string)
+	Add(n int64)
+	Finish()
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Start(int64, string) {}
+func (nopProgress) Add(int64)           {}
+func (nopProgress) Finish()             {}
+
+// RewriteOptions tune Rewrite.
+type RewriteOptions struct {
+	// MaxParallelism is the new max parallelism (number of key groups),
+	// 1..32768. Required.
+	MaxParallelism int
+	// Memory bounds the entries held in memory while regrouping (default
+	// plan.DefaultMemory()); above it, entries spill to TmpDir.
+	Memory int64
+	// TmpDir holds spill files (default: beside the target).
+	TmpDir string
+	// Parallelism is the number of scanning goroutines (default GOMAXPROCS).
+	Parallelism int
+	// Files is the number of keyed-state files per keyed operator, each
+	// owning a contiguous key-group range and written by its own goroutine
+	// (default: the operator's subtask count, at most Parallelism).
+	// It is capped by the subtasks in _metadata (one keyed handle each) and
+	// by MaxParallelism.
+	Files    int
+	Progress Progress
+}
+
+// RewriteResult says what Rewrite did.
+type RewriteResult struct {
+	Source             string            `json:"source"`
+	Target             string            `json:"target"`
+	FromMaxParallelism int               `json:"from_max_parallelism"`
+	MaxParallelism     int               `json:"max_parallelism"`
+	Operators          []RewriteOperator `json:"operators"`
+	Entries            uint64            `json:"entries"`
+	SpilledRuns        int               `json:"spilled_runs"`
+	SpillBytes         int64             `json:"spill_bytes"`
+	Verified           bool              `json:"verified"`
+}
+
+// RewriteOperator is one rewritten keyed operator.
+type RewriteOperator struct {
+	UID     string `json:"uid"`
+	ID      string `json:"id"`
+	KeyType string `json:"key_type"`
+	Entries uint64 `json:"entries"`
+	Files   int    `json:"files"`
+	Bytes   int64  `json:"bytes"`
+}
+
+// TempPrefix starts the name of Rewrite's temporary directory beside the
+// target (the rest: process id and a random suffix, see fsx.TempName).
+const TempPrefix = ".rebucket-flink-"
+
+// Rewrite writes the canonical savepoint src with max parallelism
+// opts.MaxParallelism into the new directory dst: every keyed entry gets
+// the key group of its key under the new max parallelism (timers too),
+// entries are regrouped into canonical keyed-state files with relative
+// handles, every operator carries the new max parallelism, and everything
+// else (operator, coordinator and master state, checkpoint properties) is
+// carried byte for byte. The result is verified before it is published by
+// renaming a temporary directory beside dst. src is only read.
+func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*RewriteResult, error) {
+	m := opts.MaxParallelism
+	if m < 1 || m > keytype.MaxParallelismUpperBound {
+		return nil, fmt.Errorf("%w: max parallelism %d: Flink allows 1 to 32768", snapshotfmt.ErrInvalidArgument, m)
+	}
+	if opts.Memory <= 0 {
+		opts.Memory = plan.DefaultMemory()
+	}
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = runtime.GOMAXPROCS(0)
+	}
+	if opts.Progress == nil {
+		opts.Progress = nopProgress{}
+	}
+	sp, err := Open(src)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(dst); err == nil {
+		return nil, fmt.Errorf("%w: target %s exists; give a new directory", snapshotfmt.ErrRefused, dst)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	absSrc, _ := filepath.Abs(sp.Dir)
+	absDst, _ := filepath.Abs(dst)
+	if rel, err := filepath.Rel(absSrc, absDst); err == nil && filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("%w: target %s is inside the source savepoint %s", snapshotfmt.ErrRefused, dst, sp.Dir)
+	}
+	ops, err := sp.openKeyedOps()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, k := range ops {
+			k.close()
+		}
+	}()
+	for _, k := range ops {
+		if k.codecErr != nil {
+			return nil, fmt.Errorf("cannot rehash: %w; nothing was written", k.codecErr)
+		}
+	}
+	res := &RewriteResult{Source: src, Target: dst, FromMaxParallelism: sp.MaxParallelism(), MaxParallelism: m}
+
+	tmp := filepath.Join(filepath.Dir(absDst), fsx.TempName(TempPrefix))
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("create temporary directory beside the target: %w", err)
+	}
+	published := false
+	defer func() {
+		if !published {
+			os.RemoveAll(tmp)
+		}
+	}()
+	// Operator state files are carried as they are, under the same names
+	// (first, so a missing one stops the run before the long work).
+	if err := copyOperatorStateFiles(sp, tmp); err != nil {
+		return nil, err
+	}
+	spillDir := opts.TmpDir
+	if spillDir == "" {
+		spillDir = tmp
+	}
+
+	var total int64
+	for _, k := range ops {
+		for _, s := range k.streams {
+			total += s.Size
+		}
+	}
+	opts.Progress.Start(total, "rewrite keyed state")
+	defer opts.Progress.Finish()
+
+	newMD := *sp.Meta
+	newMD.Operators = make([]*OperatorState, len(sp.Meta.Operators))
+	srcFP := &fpSet{}
+	byOp := map[*OperatorState]*keyedOp{}
+	for _, k := range ops {
+		byOp[k.op] = k
+	}
+	for i, op := range sp.Meta.Operators {
+		nop := *op
+		nop.MaxParallelism = int32(m)
+		nop.Subtasks = make([]*SubtaskState, len(op.Subtasks))
+		for j, st := range op.Subtasks {
+			c := *st
+			c.ManagedKeyed = nil
+			nop.Subtasks[j] = &c
+		}
+		newMD.Operators[i] = &nop
+		k := byOp[op]
+		if k == nil {
+			continue
+		}
+		var slots []*SubtaskState
+		for _, st := range nop.Subtasks {
+			if !st.Finished {
+				slots = append(slots, st)
+			}
+		}
+		slices.SortFunc(slots, func(a, b *SubtaskState) int { return int(a.Index - b.Index) })
+		files := opts.Files
+		if files <= 0 {
+			files = min(len(k.streams), opts.Parallelism)
+		}
+		files = max(1, min(files, len(slots), m))
+		handles, ro, st, err := rewriteOperator(ctx, k, m, files, tmp, spillDir, opts, srcFP)
+		if err != nil {
+			return nil, err
+		}
+		for f, h := range handles {
+			slots[f].ManagedKeyed = h
+		}
+		res.Operators = append(res.Operators, ro)
+		res.Entries += ro.Entries
+		res.SpilledRuns += st.runs
+		res.SpillBytes += st.bytes
+	}
+
+	mdBytes, err := newMD.Encode()
+	if err != nil {
+		return nil, err
+	}
+	// Self-verification: decode what will be written, re-read every
+	// keyed-state file, check every prefix against the hashed key, and
+	// compare the entries with the source's.
+	md2, err := DecodeMetadata(mdBytes)
+	if err != nil {
+		return nil, fmt.Errorf("self-verification: new _metadata does not decode: %w", err)
+	}
+	out := &Savepoint{Dir: tmp, Meta: md2, MetaBytes: mdBytes}
+	rep, err := out.scan(ctx, ScanOptions{Parallelism: opts.Parallelism, CheckKeys: true})
+	if err != nil {
+		return nil, fmt.Errorf("self-verification: %w", err)
+	}
+	if len(rep.Findings) > 0 {
+		return nil, fmt.Errorf("self-verification failed, nothing published: %s", rep.Findings[0])
+	}
+	if d := diffFingerprints(srcFP.m, rep.fp); d != "" {
+		return nil, fmt.Errorf("self-verification failed, nothing published: %s", d)
+	}
+	res.Verified = true
+	if err := writeFileSync(filepath.Join(tmp, MetadataFile), mdBytes); err != nil {
+		return nil, err
+	}
+	if err := fsx.SyncDir(nil, tmp); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, absDst); err != nil {
+		return nil, fmt.Errorf("publish %s: %w", dst, err)
+	}
+	published = true
+	if err := fsx.SyncDir(nil, filepath.Dir(absDst)); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func writeFileSync(p string, b []byte) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func copyOperatorStateFiles(sp *Savepoint, dir string) error {
+	done := map[string]bool{}
+	for _, op := range sp.Meta.Operators {
+		for _, st := range op.Subtasks {
+			for _, h := range []*OperatorStateHandle{st.ManagedOperator, st.RawOperator} {
+				if h == nil || h.Delegate == nil || h.Delegate.Type != handleRelativeFile || done[h.Delegate.Path] {
+					continue
+				}
+				done[h.Delegate.Path] = true
+				p, err := sp.handleFile(h.Delegate)
+				if err != nil {
+					return err
+				}
+				if err := copyFile(p, filepath.Join(dir, filepath.FromSlash(h.Delegate.Path)), h.Delegate.Size); err != nil {
+					return fmt.Errorf("copy operator state of %s: %w", op.Label(), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func copyFile(from, to string, size int64) error {
+	in, err := os.Open(from)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: operator state file %s named in _metadata is missing", snapshotfmt.ErrCorrupt, from)
+		}
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(out, in)
+	if err == nil && n != size {
+		err = fmt.Errorf("%w: operator state file %s is %d bytes, _metadata says %d", snapshotfmt.ErrCorrupt, from, n, size)
+	}
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// rec is one buffered entry: its new key group and state, and where its
+// key (with the new prefix) and value sit in an arena.
+type rec struct {
+	kg, state  int32
+	off        int64
+	klen, vlen uint32
+}
+
+const recSize = 24
+
+type batch struct {
+	buf  []byte
+	recs []rec
+}
+
+var batchPool = sync.Pool{New: func() any { return &batch{buf: make([]byte, 0, 256<<10)} }}
+
+type spillStats struct {
+	runs  int
+	bytes int64
+}
+
+// rewriteOperator regroups one keyed operator into files key-group-range
+// files. Scanners read the source sections in parallel, rehash each key
+// and route the entry to the owner of its new key group; each owner
+// buffers its entries (spilling runs grouped by key group and state when
+// its share of the memory budget is full) and writes one file.
+func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDir string, opts RewriteOptions, srcFP *fpSet) ([]*KeyedHandle, RewriteOperator, spillStats, error) {
+	ro := RewriteOperator{UID: JavaString(k.op.UID), ID: k.op.IDString(), KeyType: k.codec.Name(), Files: files}
+	nStates := len(k.header.States)
+	newW := keytype.PrefixBytes(m)
+	owners := make([]*owner, files)
+	chans := make([]chan *batch, files)
+	for i := range owners {
+		lo, hi := keytype.KeyGroupRange(i, m, files)
+		owners[i] = &owner{lo: lo, hi: hi, nStates: nStates, budget: opts.Memory / int64(files), spillDir: spillDir,
+			name: fmt.Sprintf("keyed-%s-%d-of-%d", k.op.IDString(), i, files)}
+		chans[i] = make(chan *batch, 4)
+	}
+	var entries atomic.Uint64
+	g, gctx := errgroup.WithContext(ctx)
+	for i, o := range owners {
+		g.Go(func() error {
+			// On an error the group's context is cancelled, and scanners
+			// blocked sending to this owner give up.
+			if err := o.collect(chans[i]); err != nil {
+				return err
+			}
+			return o.write(gctx, dir, k.header.Len, k.streams[0].HeaderBytes)
+		})
+	}
+	g.Go(func() error {
+		defer func() {
+			for _, c := range chans {
+				close(c)
+			}
+		}()
+		jobs := allSections([]*keyedOp{k})
+		workers := opts.Parallelism
+		type local struct {
+			batches []*batch
+			fp      *stateFPs
+			hbuf    []byte
+		}
+		locals := make([]*local, max(workers, 1))
+		var mu sync.Mutex
+		err := scanSections(gctx, jobs, workers, func(w int, j sectionJob, rd *sectionReader) error {
+			mu.Lock()
+			l := locals[w]
+			if l == nil {
+				l = &local{batches: make([]*batch, files), fp: &stateFPs{op: k.op, ids: k.header.States, fp: make([]Fingerprint, nStates)}}
+				locals[w] = l
+			}
+			mu.Unlock()
+			s := k.streams[j.stream]
+			oldW := keytype.PrefixBytes(int(k.op.MaxParallelism))
+			remap := k.remap[j.stream]
+			_, err := s.ReadSection(j.sec, rd, func(e Entry) error {
+				id := remap[e.StateID]
+				st := k.header.States[id]
+				if len(e.Key) < oldW {
+					return fmt.Errorf("%w: %s: key group %d: key %x shorter than its prefix", snapshotfmt.ErrCorrupt, s.Where, j.sec.KeyGroup, e.Key)
+				}
+				h, err := k.hashKey(st, e.Key, oldW)
+				if err != nil {
+					return fmt.Errorf("%s: key group %d: %w", s.Where, j.sec.KeyGroup, err)
+				}
+				kg := keytype.KeyGroup(h, m)
+				hv := e.Key[oldW:]
+				var sum xxh3Uint128
+				l.hbuf, sum = entryHash(l.hbuf, hv, e.Value)
+				l.fp.fp[id].add(sum, len(hv)+len(e.Value))
+				oi := keytype.OperatorIndex(kg, m, files)
+				b := l.batches[oi]
+				if b == nil {
+					b = batchPool.Get().(*batch)
+					l.batches[oi] = b
+				}
+				off := int64(len(b.buf))
+				if newW == 2 {
+					b.buf = binary.BigEndian.AppendUint16(b.buf, uint16(kg))
+				} else {
+					b.buf = append(b.buf, byte(kg))
+				}
+				b.buf = append(b.buf, hv...)
+				b.buf = append(b.buf, e.Value...)
+				b.recs = append(b.recs, rec{kg: int32(kg), state: int32(id), off: off, klen: uint32(newW + len(hv)), vlen: uint32(len(e.Value))})
+				if len(b.buf) >= 256<<10 {
+					select {
+					case chans[oi] <- b:
+					case <-gctx.Done():
+						return gctx.Err()
+					}
+					l.batches[oi] = nil
+				}
+				return nil
+			})
+			opts.Progress.Add(j.sec.End - j.sec.Start)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, l := range locals {
+			if l == nil {
+				continue
+			}
+			srcFP.merge(l.fp)
+			for oi, b := range l.batches {
+				if b != nil {
+					select {
+					case chans[oi] <- b:
+					case <-gctx.Done():
+						return gctx.Err()
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		for _, o := range owners {
+			o.cleanup()
+		}
+		return nil, ro, spillStats{}, err
+	}
+	var handles []*KeyedHandle
+	var st spillStats
+	for _, o := range owners {
+		handles = append(handles, o.handle)
+		ro.Entries += o.entries
+		ro.Bytes += o.handle.Delegate.Size
+		st.runs += len(o.runs)
+		st.bytes += o.spilled
+		o.cleanup()
+	}
+	entries.Add(ro.Entries)
+	return handles, ro, st, nil
+}
