@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -360,6 +362,9 @@ func runFlinkRewrite(cmd *cobra.Command, g *globalOptions, args []string) error 
 	if par < 0 {
 		return usagef(fmt.Errorf("--parallelism %d: want at least 1", par))
 	}
+	if err := refuseOverlap([]string{out}, []string{tmp}, flinkDir(args[0])); err != nil {
+		return err
+	}
 	start := time.Now()
 	res, err := flink.Rewrite(cmd.Context(), args[0], out, flink.RewriteOptions{
 		MaxParallelism: buckets, Memory: mem, TmpDir: tmp, Parallelism: par, Progress: newProgress(cmd, g),
@@ -638,4 +643,13 @@ func runFlinkGenerate(cmd *cobra.Command, g *globalOptions, args []string) error
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote a canonical Flink savepoint of the probe job to %s: %s keys per keyed operator, max parallelism %d, parallelism %d (%s)\n",
 		out, units.Count(uint64(keys)), buckets, width, units.Duration(time.Since(start)))
 	return nil
+}
+
+// flinkDir is the savepoint directory of a path that names it or its
+// _metadata file: the input that no output may overlap.
+func flinkDir(path string) string {
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+		return filepath.Dir(path)
+	}
+	return path
 }

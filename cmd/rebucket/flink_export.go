@@ -176,19 +176,8 @@ func runFlinkExport(cmd *cobra.Command, g *globalOptions, args []string) error {
 // flinkOutputAllowed refuses an output that exists (unless --force and it is
 // a regular file), or that lies inside the savepoint.
 func flinkOutputAllowed(savepointDir, out string, force bool) error {
-	src, err1 := filepath.Abs(savepointDir)
-	dst, err2 := filepath.Abs(out)
-	if err := errors.Join(err1, err2); err != nil {
+	if err := refuseOverlap([]string{out}, nil, savepointDir); err != nil {
 		return err
-	}
-	if rs, err := filepath.EvalSymlinks(src); err == nil {
-		src = rs
-	}
-	if rd, err := filepath.EvalSymlinks(filepath.Dir(dst)); err == nil {
-		dst = filepath.Join(rd, filepath.Base(dst))
-	}
-	if rel, err := filepath.Rel(src, dst); err == nil && filepath.IsLocal(rel) || src == dst {
-		return fmt.Errorf("%w: --out %s lies inside the savepoint %s, which is never written; choose another path", snapshotfmt.ErrRefused, out, savepointDir)
 	}
 	fi, err := os.Lstat(out)
 	switch {
