@@ -289,8 +289,9 @@ class Bench:
 
         if not a.keep:
             rm(S.path, R.path, pq)
+        flink = self.flink_rows() if a.flink_keys else []
         elapsed = time.time() - started
-        md = self.render(info, S, scale, peer, elapsed, mem_in, mem_spill)
+        md = self.render(info, S, scale, peer, elapsed, mem_in, mem_spill, flink)
         with open(os.path.join(self.dir, "results.json"), "w") as f:
             json.dump({"machine": info, "rows": [r.as_dict() for r in self.rows], "elapsed_seconds": elapsed}, f, indent=1)
         if a.quick and not a.out:
@@ -303,12 +304,47 @@ class Bench:
         print(md)
         log(f"wrote {out} in {elapsed / 60:.1f} minutes")
 
+    def flink_rows(self):
+        """Flink savepoints of the probe job (generate --engine flink, the
+        layout real Flink 2.3.0 writes, proved by interop/test_flink.py):
+        rebucket's rewrite 8 -> 128 (verified before publishing, as always
+        for Flink) beside the durable copy of the same savepoint and beside
+        the State Processor API rewrite of it (interop/flink SpaRewrite)."""
+        out = []
+        probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop", "flink", "probe.sh")
+        for keys in self.a.flink_keys:
+            sec = f"flink {human_count(keys)} keys"
+            src = os.path.join(self.dir, f"in-flink-{keys}")
+            if not os.path.exists(os.path.join(src, "_metadata")):
+                rm(src)
+                log(f"generating a Flink savepoint of {keys:,} keys per keyed operator in {src}")
+                run([self.bin, "generate", "--engine", "flink", "--keys", str(keys), "--buckets", "8", "--width", "2",
+                     "--out", src, "-q"], stdout=subprocess.DEVNULL)
+            nbytes = du(src)
+            entries = 5 * keys  # count, tags, events and two timers per key
+            self.warm(src)
+            dst = os.path.join(self.dir, "out-flink")
+            dur = self.time(sec, "durable copy of the savepoint (cp -r + sync)", ["sh", "-c", f"cp -r {src} {dst} && sync"],
+                            setup=lambda: rm(dst), after=lambda: rm(dst), entries=entries, nbytes=nbytes)
+            rw = self.time(sec, "rebucket rewrite 8 -> 128 (verified)", self.rebucket("rewrite", src, "--buckets", "128", "--out", dst),
+                           setup=lambda: rm(dst), after=lambda: rm(dst), entries=entries, nbytes=nbytes, ref=dur)
+            spa = None
+            if keys <= self.a.spa_max_keys:
+                spa = self.time(sec, "State Processor API rewrite 8 -> 128 (Flink 2.3.0, parallelism 2)",
+                                [probe, "SpaRewrite", src, dst, "128", "hashmap", "2"],
+                                setup=lambda: rm(dst), after=lambda: rm(dst), entries=entries, nbytes=nbytes, ref=dur,
+                                runs=1, note="one run; JVM start included")
+            out.append((keys, nbytes, dur, rw, spa))
+            if not self.a.keep:
+                rm(src)
+        return out
+
     def estimate_bytes(self, n, s):
         return int(s.bytes * n / max(s.entries, 1))
 
     # --- the table -----------------------------------------------------
 
-    def render(self, info, S, scale, peer, elapsed, mem_in, mem_spill):
+    def render(self, info, S, scale, peer, elapsed, mem_in, mem_spill, flink=()):
         end_pressure = cpu_pressure()
         L = []
         L.append(f"Measured {info['date']} on {info['cpu']}: {info['cores']} cores, {info['memory']} memory, "
@@ -350,8 +386,13 @@ class Bench:
                      f"{sp.median / X.entries * 1e6:.2f} | {max(sp.rss_kb) / 1024:.0f} | "
                      f"{sh.median:.2f} ({min(sh.times):.2f}-{max(sh.times):.2f}) | {sh.median / X.entries * 1e6:.2f} | "
                      f"{max(sh.rss_kb) / 1024:.0f} | {(mem + REWRITE_OVERHEAD) / MIB:.0f} |")
+        if flink:
+            L += ["", "#### Flink savepoints (rewrite 8 -> 128; ratio to the durable copy of the same savepoint)", "", hdr, sep]
+            for r in self.rows:
+                if r.section.startswith("flink"):
+                    L.append(self.line(r).replace("| ", f"| {r.section}: ", 1))
         L += ["", "#### Targets", "", "| target | figure | met |", "|---|---:|---|"]
-        for t, fig, ok in self.targets(peer, scale):
+        for t, fig, ok in self.targets(peer, scale) + self.flink_targets(flink):
             L.append(f"| {t} | {fig} | {'yes' if ok else '**no**'} |")
         return "\n".join(L) + "\n"
 
@@ -394,6 +435,17 @@ class Bench:
         ld = tools["load at width 40 (Pebble stores)"]
         dur = next(r for r in self.rows if r.section == "copy" and r.name.startswith("durable copy of mod"))
         out.append(("load at width 40 within 1.5x of the durable copy", f"{ld.median / dur.median:.2f}x", ld.median <= 1.5 * dur.median))
+        return out
+
+
+    def flink_targets(self, flink):
+        out = []
+        for keys, _, dur, rw, spa in flink:
+            x = rw.median / dur.median
+            out.append((f"Flink {human_count(keys)} keys: rewrite within 2x of the durable copy", f"{x:.2f}x", x <= 2))
+            if spa:
+                y = spa.median / rw.median
+                out.append((f"Flink {human_count(keys)} keys: at least 50x faster than the State Processor API", f"{y:.1f}x", y >= 50))
         return out
 
 
@@ -482,6 +534,9 @@ def main():
     p.add_argument("--value-size", type=int, default=64, help="mean value size of the generated entries")
     p.add_argument("--workdir", help="where inputs and outputs go (default: a new directory under $TMPDIR)")
     p.add_argument("--out", help="markdown file to splice the table into (default BENCHMARKS.md; with --quick, WORKDIR/BENCHMARKS.quick.md)")
+    p.add_argument("--flink-keys", help="keys per keyed operator of the Flink rows (default 1M,10M; quick 100k; 0 skips them)")
+    p.add_argument("--spa-max-keys", type=parse_count, default=1_000_000,
+                   help="largest savepoint the State Processor API peer rewrites (default 1M; it needs minutes per million keys)")
     p.add_argument("--keep", action="store_true", help="keep the generated inputs (reused by the next run with the same --workdir)")
     a = p.parse_args()
     if a.runs < 3:
@@ -491,6 +546,9 @@ def main():
     if a.scale is None:
         a.scale = "100k,200k,400k" if a.quick else "1M,10M,30M"
     a.scale = [parse_count(x) for x in a.scale.split(",")]
+    if a.flink_keys is None:
+        a.flink_keys = "100k" if a.quick else "1M,10M"
+    a.flink_keys = [k for k in (parse_count(x) for x in a.flink_keys.split(",")) if k > 0]
     if a.workdir is None:
         a.workdir = tempfile.mkdtemp(prefix="rebucket-bench-")
     a.workdir = os.path.abspath(a.workdir)
