@@ -6,6 +6,7 @@
 #   bench/run.sh            default sizes (about 15-20 minutes on 2 cores)
 #   bench/run.sh --quick    small sizes (under 2 minutes); the table goes to
 #                           the work directory, BENCHMARKS.md is left alone
+#   bench/run.sh --only flink   only the Flink savepoint rows (their own block)
 #   bench/run.sh --help     every option
 set -euo pipefail
 cd "$(dirname "$0")/.."
