@@ -270,4 +270,3 @@ func loadDigestOf(t *testing.T, dir string) string {
 	}
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
-
