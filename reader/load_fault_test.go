@@ -213,3 +213,32 @@ func TestLoadFullDiskInPebble(t *testing.T) {
 		}
 	}
 }
+
+// An I/O error under Pebble's reads of a store during the read-back is a
+// failure to read (EIO kept, exit 4), not damage.
+func TestCheckStoreReadErrorIsNotDamage(t *testing.T) {
+	s, _ := genSnapshot(t, fixtures.Spec{Buckets: 4, Width: 1, Keys: 300})
+	l, err := s.NewLoader(1, reader.PolicyReject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd := filepath.Join(t.TempDir(), "w")
+	if _, err := l.BuildStore(context.Background(), 0, wd); err != nil {
+		t.Fatal(err)
+	}
+	var fired atomic.Int64
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind.ReadOrWrite() == errorfs.OpIsRead && strings.HasSuffix(op.Path, ".sst") && op.Kind != errorfs.OpOpen && op.Kind != errorfs.OpStat {
+			fired.Add(1)
+			return &os.PathError{Op: "read", Path: op.Path, Err: syscall.EIO}
+		}
+		return nil
+	}))
+	_, err = l.CheckStoreWith(context.Background(), 0, wd, reader.BuildOptions{StoreFS: fs})
+	if fired.Load() == 0 {
+		t.Fatal("no read was faulted")
+	}
+	if !errors.Is(err, syscall.EIO) || errors.Is(err, snapshotfmt.ErrCorrupt) {
+		t.Fatalf("read-back under EIO: %v, want EIO, not damage", err)
+	}
+}
