@@ -263,6 +263,9 @@ type FileIter struct {
 	kinds map[uint16]snapshotfmt.Kind
 	// allowMisplaced: see Options.AllowMisplaced.
 	allowMisplaced bool
+	lastState      uint16 // checkKey's cache of the last state looked up
+	lastKind       snapshotfmt.Kind
+	haveLast       bool
 	r              *sstable.Reader
 	it             sstable.Iterator
 	started        bool

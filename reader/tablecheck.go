@@ -60,7 +60,12 @@ func (fi *FileIter) checkKey(k []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: key %s: %w", fi.df.Path, shortHex(k), err)
 	}
-	kind, ok := fi.kinds[dk.State]
+	// Entries come grouped by state within a bucket: remember the last.
+	kind, ok := fi.lastKind, fi.haveLast && fi.lastState == dk.State
+	if !ok {
+		kind, ok = fi.kinds[dk.State]
+		fi.lastState, fi.lastKind, fi.haveLast = dk.State, kind, ok
+	}
 	if !ok {
 		return fmt.Errorf("%w: %s: key %s has state id %d, which is not in the manifest's states table", snapshotfmt.ErrCorrupt, fi.df.Path, shortHex(k), dk.State)
 	}
