@@ -43,7 +43,7 @@ func readAll(dir string) (int, error) {
 
 // The reader refuses the same damage verify reports, with an error of the
 // right class, except what only verify's deep scan looks for: the reader
-// does not rehash keys or recount the per-bucket stats.
+// does not recount the per-bucket stats (it does rehash every key).
 func TestReaderDamage(t *testing.T) {
 	for _, tc := range []struct {
 		damage fixtures.Damage
@@ -63,7 +63,7 @@ func TestReaderDamage(t *testing.T) {
 		{fixtures.DuplicateKeyAcrossFiles, snapshotfmt.ErrCorrupt, "outside"},
 		{fixtures.EntryOutsideRange, snapshotfmt.ErrCorrupt, "outside"},
 		{fixtures.MissingWorkerFile, snapshotfmt.ErrCorrupt, "missing"},
-		{fixtures.WrongBucketEntry, nil, ""},
+		{fixtures.WrongBucketEntry, snapshotfmt.ErrCorrupt, "hashes to bucket"},
 		{fixtures.StatsDisagree, nil, ""},
 		{fixtures.UnlistedFile, nil, ""},
 	} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/snapshotfmt"
@@ -134,6 +135,9 @@ func ParseClipMode(s string) (ClipMode, error) {
 // BuildOptions tune BuildStoreWith. The zero value is BuildStore's.
 type BuildOptions struct {
 	Clip ClipMode
+	// StoreFS, when set, is the file system Pebble's store uses (tests
+	// inject faults into Pebble's own writes through it).
+	StoreFS vfs.FS
 }
 
 // BuildStoreWith is BuildStore with options.
@@ -162,16 +166,16 @@ func (l *Loader) BuildStoreWith(ctx context.Context, i int, dir string, opts Bui
 			st.Bytes += l.s.m.BucketBytes[b]
 		}
 	}
-	db, err := pebble.Open(filepath.Join(dir, StoreDir), StoreOptions())
+	db, err := openSafeStore(filepath.Join(dir, StoreDir), opts.StoreFS, false)
 	if err != nil {
 		return st, fmt.Errorf("create store in %s: %w", dir, err)
 	}
 	if err := l.fillStore(ctx, db, part, filepath.Join(dir, stagingDir), opts, &st); err != nil {
-		db.Close()
+		db.Close("close store in " + dir)
 		return st, err
 	}
-	if err := db.Close(); err != nil {
-		return st, fmt.Errorf("close store in %s: %w", dir, err)
+	if err := db.Close("close store in " + dir); err != nil {
+		return st, err
 	}
 	if err := l.writeStates(i, filepath.Join(dir, StateDir), &st); err != nil {
 		return st, err
@@ -180,7 +184,7 @@ func (l *Loader) BuildStoreWith(ctx context.Context, i int, dir string, opts Bui
 	return st, nil
 }
 
-func (l *Loader) fillStore(ctx context.Context, db *pebble.DB, part WorkerPart, staging string, opts BuildOptions, st *StoreStats) error {
+func (l *Loader) fillStore(ctx context.Context, db *safeStore, part WorkerPart, staging string, opts BuildOptions, st *StoreStats) error {
 	if !part.Owns || len(part.Files) == 0 {
 		return nil
 	}
@@ -199,6 +203,9 @@ func (l *Loader) fillStore(ctx context.Context, db *pebble.DB, part WorkerPart, 
 		dst := filepath.Join(staging, fmt.Sprintf("%06d.sst", k))
 		if !fp.Whole && opts.Clip == ClipExcise {
 			t := time.Now()
+			if err := l.validateTable(ctx, fp.File); err != nil {
+				return err
+			}
 			linked, err := l.stageWhole(fp.File, dst)
 			if err != nil {
 				return err
@@ -213,6 +220,9 @@ func (l *Loader) fillStore(ctx context.Context, db *pebble.DB, part WorkerPart, 
 		}
 		if fp.Whole {
 			t := time.Now()
+			if err := l.validateTable(ctx, fp.File); err != nil {
+				return err
+			}
 			linked, err := l.stageWhole(fp.File, dst)
 			if err != nil {
 				return err
@@ -244,21 +254,25 @@ func (l *Loader) fillStore(ctx context.Context, db *pebble.DB, part WorkerPart, 
 	// Files never overlap in key range, and clipped parts stay inside
 	// their files' ranges, so one ingest takes them all.
 	t := time.Now()
-	if err := db.Ingest(ctx, paths); err != nil {
-		return fmt.Errorf("ingest %d files: %w", len(paths), err)
+	if err := db.do(fmt.Sprintf("ingest %d files", len(paths)), func(db *pebble.DB) error { return db.Ingest(ctx, paths) }); err != nil {
+		return err
 	}
 	if st.ExcisedFiles > 0 {
 		// Cut away what lies outside the range, below and above it.
 		first := part.Files[0].File.SmallestKey()
 		last := append(part.Files[len(part.Files)-1].File.LargestKey(), 0)
 		if bytes.Compare(first, lower) < 0 {
-			if err := db.Excise(ctx, pebble.KeyRange{Start: first, End: lower}); err != nil {
-				return fmt.Errorf("excise below bucket %d: %w", part.BucketLo, err)
+			if err := db.do(fmt.Sprintf("excise below bucket %d", part.BucketLo), func(db *pebble.DB) error {
+				return db.Excise(ctx, pebble.KeyRange{Start: first, End: lower})
+			}); err != nil {
+				return err
 			}
 		}
 		if upper != nil && bytes.Compare(last, upper) > 0 {
-			if err := db.Excise(ctx, pebble.KeyRange{Start: upper, End: last}); err != nil {
-				return fmt.Errorf("excise above bucket %d: %w", part.BucketHi, err)
+			if err := db.do(fmt.Sprintf("excise above bucket %d", part.BucketHi), func(db *pebble.DB) error {
+				return db.Excise(ctx, pebble.KeyRange{Start: upper, End: last})
+			}); err != nil {
+				return err
 			}
 		}
 	}
@@ -399,42 +413,48 @@ type StoreCheck struct {
 // exactly one store, its owner's (the snapshot holds no duplicate key, and
 // the ranges are disjoint).
 func (l *Loader) CheckStore(ctx context.Context, i int, dir string) (StoreCheck, error) {
+	return l.CheckStoreWith(ctx, i, dir, BuildOptions{})
+}
+
+// CheckStoreWith is CheckStore reading through opts.StoreFS. The store is
+// opened read-only: checking it changes nothing.
+func (l *Loader) CheckStoreWith(ctx context.Context, i int, dir string, opts BuildOptions) (StoreCheck, error) {
 	var c StoreCheck
 	lo, hi, ok := l.a.Range(i)
-	db, err := OpenStore(dir)
+	db, err := openSafeStore(filepath.Join(dir, StoreDir), opts.StoreFS, true)
 	if err != nil {
 		return c, err
 	}
-	defer db.Close()
-	it, err := db.NewIter(nil)
-	if err != nil {
-		return c, fmt.Errorf("iterate store %s: %w", dir, err)
-	}
+	defer db.Close("close store " + dir)
 	var lower, upper []byte
 	if ok {
 		lower, upper = snapshotfmt.BucketPrefix(lo), snapshotfmt.BucketUpperBound(hi)
 	}
-	for valid := it.First(); valid; valid = it.Next() {
-		if c.Entries%65536 == 0 {
-			if err := ctx.Err(); err != nil {
-				it.Close()
-				return c, err
+	err = db.do("iterate store "+dir, func(db *pebble.DB) error {
+		it, err := db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		for valid := it.First(); valid; valid = it.Next() {
+			if c.Entries%65536 == 0 {
+				if err := ctx.Err(); err != nil {
+					it.Close()
+					return err
+				}
+			}
+			c.Entries++
+			k := it.Key()
+			if !ok || bytes.Compare(k, lower) < 0 || (upper != nil && bytes.Compare(k, upper) >= 0) {
+				c.Outside++
 			}
 		}
-		c.Entries++
-		k := it.Key()
-		if !ok || bytes.Compare(k, lower) < 0 || (upper != nil && bytes.Compare(k, upper) >= 0) {
-			c.Outside++
+		err = it.Error()
+		if e := it.Close(); err == nil {
+			err = e
 		}
-	}
-	err = it.Error()
-	if e := it.Close(); err == nil {
-		err = e
-	}
-	if err != nil {
-		return c, fmt.Errorf("iterate store %s: %w", dir, err)
-	}
-	return c, nil
+		return err
+	})
+	return c, err
 }
 
 // ErrLoadMismatch marks stores that do not hold the snapshot's entries

@@ -89,6 +89,7 @@ type Loader struct {
 	// several workers, each would otherwise hash the whole file again.
 	trusted  *Snapshot
 	verified sync.Map // data file path -> struct{}
+	tables   sync.Map // data file path -> *tableCheck (validateTable)
 }
 
 // NewLoader resolves a start at width w under policy p.

@@ -36,6 +36,11 @@ type Options struct {
 	// listed file (tests inject faults through it, see fsx.Faulty);
 	// opening never follows a link whatever it is.
 	FS fsx.FS
+	// AllowMisplaced lets iteration return entries stored in a bucket
+	// their key does not hash to, for a caller that checks every key's
+	// bucket itself and reports misplaced entries (verify --against).
+	// Every other reader refuses them as damage.
+	AllowMisplaced bool
 }
 
 // readerOf is the file as the snapshot reads it: through Options.FS when
@@ -49,9 +54,10 @@ func (s *Snapshot) readerOf(f *os.File) fsx.File {
 
 // Snapshot is an opened, complete snapshot. It only ever reads.
 type Snapshot struct {
-	dir  string
-	m    *snapshotfmt.Manifest
-	opts Options
+	dir   string
+	m     *snapshotfmt.Manifest
+	opts  Options
+	kinds map[uint16]snapshotfmt.Kind // state id -> kind, for the key checks
 }
 
 // Open reads and validates the manifest of the snapshot at dir.
@@ -85,6 +91,7 @@ func Open(dir string, opts Options) (*Snapshot, error) {
 		return nil, fmt.Errorf("%s: %w", mp, err)
 	}
 	s.m = m
+	s.kinds = stateKinds(m)
 	return s, nil
 }
 
@@ -248,19 +255,27 @@ func (s *Snapshot) ReadWorkerFileRaw(wf snapshotfmt.WorkerFile) ([]byte, error) 
 // FileIter iterates the entries of one data file within optional bounds.
 // It checks that keys are strictly increasing and inside the file's declared
 // bounds, so a table that passed its checksum yet disagrees with its
-// manifest entry is still caught.
+// manifest entry is still caught, and that every key is what FORMAT.md
+// allows (checkKey): every command reads tables through here.
 type FileIter struct {
-	df       snapshotfmt.DataFile
-	r        *sstable.Reader
-	it       sstable.Iterator
-	started  bool
-	key, val []byte
-	prev     []byte
-	smallest []byte
-	largest  []byte
-	count    uint64
-	bounded  bool
-	err      error
+	df    snapshotfmt.DataFile
+	part  snapshotfmt.Partitioning
+	kinds map[uint16]snapshotfmt.Kind
+	// allowMisplaced: see Options.AllowMisplaced.
+	allowMisplaced bool
+	lastState      uint16 // checkKey's cache of the last state looked up
+	lastKind       snapshotfmt.Kind
+	haveLast       bool
+	r              *sstable.Reader
+	it             sstable.Iterator
+	started        bool
+	key, val       []byte
+	prev           []byte
+	smallest       []byte
+	largest        []byte
+	count          uint64
+	bounded        bool
+	err            error
 }
 
 // OpenFile opens one data file for iteration of keys in [lower, upper)
@@ -279,9 +294,13 @@ func (s *Snapshot) OpenFile(ctx context.Context, df snapshotfmt.DataFile, lower,
 		r.Close()
 		return nil, tableErr(df.Path, err)
 	}
+	if s.kinds == nil {
+		s.kinds = stateKinds(s.m)
+	}
 	return &FileIter{
 		df: df, r: r, it: it, smallest: df.SmallestKey(), largest: df.LargestKey(),
 		bounded: lower != nil || upper != nil,
+		part:    s.m.Partitioning, kinds: s.kinds, allowMisplaced: s.opts.AllowMisplaced,
 	}, nil
 }
 
@@ -348,22 +367,42 @@ func OpenTable(ctx context.Context, f fsx.File, size int64) (r *sstable.Reader, 
 		f.Close()
 		return nil, err
 	}
+	var opened *sstable.Reader
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("table reader panicked: %v", p)
+			r, err = nil, fmt.Errorf("table reader panicked: %v", p)
 		}
 		if err != nil {
-			rd.Close()
+			if opened != nil {
+				opened.Close() // closes rd
+			} else {
+				rd.Close()
+			}
 		}
 	}()
-	return sstable.NewReader(ctx, rd, sstable.ReaderOptions{})
+	if opened, err = sstable.NewReader(ctx, rd, sstable.ReaderOptions{}); err != nil {
+		opened = nil
+		return nil, err
+	}
+	if err := checkTableBlocks(ctx, opened); err != nil {
+		return nil, err
+	}
+	return opened, nil
 }
 
 // Next advances to the next entry.
-func (fi *FileIter) Next() bool {
+func (fi *FileIter) Next() (ok bool) {
 	if fi.err != nil {
 		return false
 	}
+	// A crafted table whose checksums match may still make Pebble's
+	// iterator panic: that is damage, not a crash.
+	defer func() {
+		if p := recover(); p != nil {
+			fi.err = fmt.Errorf("%w: %s: the table reader panicked: %v", snapshotfmt.ErrCorrupt, fi.df.Path, p)
+			ok = false
+		}
+	}()
 	advance := fi.it.Next
 	if !fi.started {
 		fi.started = true
@@ -391,6 +430,10 @@ func (fi *FileIter) Next() bool {
 	}
 	if bytes.Compare(k, fi.smallest) < 0 || bytes.Compare(k, fi.largest) > 0 {
 		fi.err = fmt.Errorf("%w: %s: key %x lies outside the file's declared bounds %x..%x", snapshotfmt.ErrCorrupt, fi.df.Path, k, fi.smallest, fi.largest)
+		return false
+	}
+	if err := fi.checkKey(k); err != nil {
+		fi.err = err
 		return false
 	}
 	v, _, err := kv.Value(nil)
