@@ -242,7 +242,7 @@ func renderWidthPlan(w io.Writer, p plan.WidthPlan) {
 		fmt.Fprintf(w, "feasible, every worker owns state (%d buckets over %d workers)\n", p.Buckets, p.Width)
 	} else {
 		fmt.Fprintf(w, "NOT feasible as asked: at most %d workers can own state with %d buckets; %d of %d workers would own nothing (idle: %s)\n",
-			p.Buckets, p.Buckets, len(p.Idle), p.Width, idleList(p.Idle))
+			p.Buckets, p.Buckets, p.IdleCount, p.Width, plan.FormatRanges(p.IdleRanges, 16))
 	}
 	fmt.Fprintf(w, "  buckets to workers:\n")
 	const maxRows = 16
@@ -322,15 +322,6 @@ func renderRecommendation(w io.Writer, r *plan.Recommendation) {
 		fmt.Fprintf(w, "  %-8d %-14d %-16g ~%-11s %s%s\n", c.Buckets, len(c.Divisors), c.BucketsPerWorkerAtPeak, units.Bytes(c.ManifestBytes), intsString(divs), more)
 	}
 	fmt.Fprintf(w, "\nfor the deployment record:\n\n%s\n", wrap(r.Record, 78, "  "))
-}
-
-// idleList names idle workers, the first few when there are many.
-func idleList(v []int) string {
-	const most = 16
-	if len(v) <= most {
-		return compactInts(v)
-	}
-	return compactInts(v[:most]) + fmt.Sprintf(", ... (%d in all; --json lists them)", len(v))
 }
 
 // compactInts prints 1,2,3,7 as "1-3, 7".
