@@ -128,8 +128,8 @@ func (e *emitter) count(k Kind, sev Severity, n int) {
 // is false when any error-severity finding was reported.
 func Check(ctx context.Context, dir string, opts Options, sink Sink) (*Summary, error) {
 	start := time.Now()
-	if opts.Width < 0 {
-		return nil, fmt.Errorf("%w: width %d", snapshotfmt.ErrInvalidArgument, opts.Width)
+	if opts.Width < 0 || opts.Width > snapshotfmt.MaxWidth {
+		return nil, fmt.Errorf("%w: width %d: want 1..%d", snapshotfmt.ErrInvalidArgument, opts.Width, snapshotfmt.MaxWidth)
 	}
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = runtime.GOMAXPROCS(0)

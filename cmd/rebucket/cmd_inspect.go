@@ -57,6 +57,9 @@ type inspectReport struct {
 }
 
 func runInspect(cmd *cobra.Command, g *globalOptions, dir string, topKeys int) error {
+	if err := setPositive(cmd, plan.MaxTopKeys, "top-keys"); err != nil {
+		return err
+	}
 	s, err := reader.Open(dir, reader.Options{})
 	if err != nil {
 		return err

@@ -98,6 +98,9 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 		ctx = context.Background()
 	}
 	rep := planReport{Warnings: []string{}}
+	if err := checkPlanFlags(cmd, o); err != nil {
+		return err
+	}
 	if o.recommend {
 		if o.peak < 1 {
 			return usagef(errors.New("--recommend needs --peak-width P (the most workers the job will run)"))
@@ -185,6 +188,29 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 		rep.Warnings = append(rep.Warnings, h.DominanceWarnings()...)
 	}
 	return emitPlan(cmd, g, &rep)
+}
+
+// maxPlanWidths bounds --widths: each width is planned worker by worker.
+const maxPlanWidths = 64
+
+// checkPlanFlags refuses zeros and values past the format's caps before
+// anything is read.
+func checkPlanFlags(cmd *cobra.Command, o *planOptions) error {
+	if err := setPositive(cmd, snapshotfmt.MaxBuckets, "buckets", "peak-width", "headroom"); err != nil {
+		return err
+	}
+	if err := setPositive(cmd, plan.MaxTopKeys, "top-keys"); err != nil {
+		return err
+	}
+	if len(o.widths) > maxPlanWidths {
+		return usagef(fmt.Errorf("--widths lists %d widths: plan at most %d at once", len(o.widths), maxPlanWidths))
+	}
+	for _, w := range o.widths {
+		if w < 1 || w > snapshotfmt.MaxWidth {
+			return usagef(fmt.Errorf("--widths: width %d: want 1..%d (the most workers a snapshot can record)", w, snapshotfmt.MaxWidth))
+		}
+	}
+	return nil
 }
 
 // scanTopKeys runs the hot-key scan of plan and inspect --top-keys.

@@ -165,8 +165,8 @@ func kindCounts(by map[verify.Kind]int) string {
 }
 
 func runVerify(cmd *cobra.Command, g *globalOptions, o *verifyOptions, dir string) error {
-	if o.width < 0 {
-		return usagef(fmt.Errorf("--width %d: want at least 1", o.width))
+	if err := checkWidthFlag(cmd, "width"); err != nil {
+		return err
 	}
 	opts := verify.Options{Width: o.width, Parallelism: o.parallel, Progress: newProgress(cmd, g)}
 	if cmd.Flags().Changed("deep") {

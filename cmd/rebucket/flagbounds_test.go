@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rebucket/rebucket/fixtures"
+)
+
+// TestZeroAndAbsurdFlagsRefused: each of these used to be accepted: a 0
+// was read as "use the default" or "do nothing" (exit 0), a width above
+// FORMAT's cap was planned worker by worker. Each is now exit 2 with a
+// message naming the flag and its range.
+func TestZeroAndAbsurdFlagsRefused(t *testing.T) {
+	src := genPlanFixture(t, fixtures.Spec{Buckets: 8, Width: 4, Keys: 50})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", src, "--buckets", "0"}, "--buckets 0: want 1..65536"},
+		{[]string{"plan", src, "--buckets", "70000"}, "--buckets 70000"},
+		{[]string{"plan", src, "--widths", "2000000"}, "width 2000000: want 1..1048576"},
+		{[]string{"plan", src, "--widths", "0"}, "width 0"},
+		{[]string{"plan", src, "--top-keys", "0"}, "--top-keys 0"},
+		{[]string{"plan", src, "--top-keys", "100000000"}, "--top-keys 100000000"},
+		{[]string{"plan", "--recommend", "--peak-width", "40", "--headroom", "0"}, "--headroom 0"},
+		{[]string{"plan", "--recommend", "--peak-width", "0"}, "--peak-width 0"},
+		{[]string{"plan", "--recommend", "--peak-width", "100000"}, "--peak-width 100000"},
+		{[]string{"verify", src, "--width", "0"}, "--width 0: want 1..1048576"},
+		{[]string{"verify", src, "--width", "2000000"}, "--width 2000000"},
+		{[]string{"locate", src, "k", "--width", "0"}, "--width 0"},
+		{[]string{"locate", src, "k", "--width", "-3"}, "--width -3"},
+		{[]string{"locate", src, "k", "--limit", "0"}, "--limit 0"},
+		{[]string{"inspect", src, "--top-keys", "0"}, "--top-keys 0"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, code := runRoot(t, tc.args...)
+			if code != exitUsage || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d, want %d with %q:\n%s", code, exitUsage, tc.want, out)
+			}
+		})
+	}
+	// The widest width a manifest can record is still planned, quickly.
+	if out, code := runRoot(t, "--json", "plan", src, "--widths", "1048576"); code != exitOK || len(out) > 1<<20 {
+		t.Fatalf("plan --widths 1048576: exit %d, %d bytes", code, len(out))
+	}
+}
