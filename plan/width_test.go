@@ -250,3 +250,22 @@ func TestLoadAtHugeWidthIsBounded(t *testing.T) {
 		t.Errorf("FormatRanges = %q", got)
 	}
 }
+
+func TestCheckFileSize(t *testing.T) {
+	for _, tc := range []struct {
+		size, data int64
+		ok         bool
+	}{
+		{1, 0, false},
+		{plan.MinFileSize - 1, 0, false},
+		{plan.MinFileSize, 0, true},
+		{plan.MinFileSize, plan.MaxDataFiles * plan.MinFileSize, true},
+		{plan.MinFileSize, (plan.MaxDataFiles + 1) * plan.MinFileSize, false},
+		{128 << 20, 1 << 40, true},
+	} {
+		err := plan.CheckFileSize(tc.size, tc.data)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, snapshotfmt.ErrInvalidArgument)) {
+			t.Errorf("CheckFileSize(%d, %d) = %v, want ok %v", tc.size, tc.data, err, tc.ok)
+		}
+	}
+}

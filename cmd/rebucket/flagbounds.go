@@ -5,6 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rebucket/rebucket/plan"
+	"github.com/rebucket/rebucket/reader"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -35,4 +37,20 @@ func setPositive(cmd *cobra.Command, most int, names ...string) error {
 // record (FORMAT.md, width_at_write).
 func checkWidthFlag(cmd *cobra.Command, name string) error {
 	return setPositive(cmd, snapshotfmt.MaxWidth, name)
+}
+
+// checkFileSizeFlag bounds --file-size (plan.CheckFileSize) before anything
+// is written; with a source snapshot, also by the files its data would
+// make. A source that does not open is left for the command to report.
+func checkFileSizeFlag(fileSize int64, source string) error {
+	var data int64
+	if source != "" {
+		if s, err := reader.Open(source, reader.Options{}); err == nil {
+			data = s.Manifest().DataBytes()
+		}
+	}
+	if err := plan.CheckFileSize(fileSize, data); err != nil {
+		return usagef(err)
+	}
+	return nil
 }

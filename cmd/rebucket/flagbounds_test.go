@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -32,6 +33,11 @@ func TestZeroAndAbsurdFlagsRefused(t *testing.T) {
 		{[]string{"locate", src, "k", "--width", "-3"}, "--width -3"},
 		{[]string{"locate", src, "k", "--limit", "0"}, "--limit 0"},
 		{[]string{"inspect", src, "--top-keys", "0"}, "--top-keys 0"},
+		// A million one-byte files, 3 GB and a failure at commit, 341 s on.
+		{[]string{"rewrite", src, "--buckets", "16", "--out", filepath.Join(t.TempDir(), "o"), "--file-size", "1"}, "--file-size 1 B is below the 4.0 KiB floor"},
+		{[]string{"split", src, "--by", "buckets=0-3", "--out", filepath.Join(t.TempDir(), "a"), "--out", filepath.Join(t.TempDir(), "b"), "--file-size", "1"}, "--file-size 1 B"},
+		{[]string{"generate", "--out", filepath.Join(t.TempDir(), "g"), "--file-size", "100"}, "--file-size 100 B"},
+		{[]string{"import", filepath.Join(t.TempDir(), "none.parquet"), "--buckets", "8", "--out", filepath.Join(t.TempDir(), "i"), "--file-size", "1"}, "--file-size 1 B"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, code := runRoot(t, tc.args...)
