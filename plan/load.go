@@ -165,3 +165,25 @@ func BucketHistogram(bucketBytes []uint64, bins int) []Bin {
 	}
 	return out
 }
+
+// MaxLoadStores bounds the worker stores one `load` builds. Each is a
+// Pebble store of its own (about 32 KiB and 20 ms even when idle), so
+// `load --width 70000 --on-excess idle` built 70,000 of them, about 2 GiB
+// and 20 minutes, without a word. A wider start is loaded a subset of
+// workers at a time (--workers).
+const MaxLoadStores = 4096
+
+// CheckLoadStores refuses a load that would build more than MaxLoadStores
+// stores (build of them, at a start of width workers of which idle own
+// nothing), saying how to load it instead.
+func CheckLoadStores(build, width, idle int) error {
+	if build <= MaxLoadStores {
+		return nil
+	}
+	what := ""
+	if idle > 0 {
+		what = fmt.Sprintf(" (%d of the %d workers own no bucket and would get an empty store)", idle, width)
+	}
+	return fmt.Errorf("%w: this load would build %d worker stores%s; one load builds at most %d: pick the workers to build with --workers (for example --workers 0,1,2), a width of at most the bucket count, or --on-excess cap",
+		snapshotfmt.ErrInvalidArgument, build, what, MaxLoadStores)
+}

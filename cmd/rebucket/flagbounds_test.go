@@ -38,6 +38,10 @@ func TestZeroAndAbsurdFlagsRefused(t *testing.T) {
 		{[]string{"split", src, "--by", "buckets=0-3", "--out", filepath.Join(t.TempDir(), "a"), "--out", filepath.Join(t.TempDir(), "b"), "--file-size", "1"}, "--file-size 1 B"},
 		{[]string{"generate", "--out", filepath.Join(t.TempDir(), "g"), "--file-size", "100"}, "--file-size 100 B"},
 		{[]string{"import", filepath.Join(t.TempDir(), "none.parquet"), "--buckets", "8", "--out", filepath.Join(t.TempDir(), "i"), "--file-size", "1"}, "--file-size 1 B"},
+		// 70,000 Pebble stores, about 2 GiB and 20 minutes, without a word.
+		{[]string{"load", src, "--width", "70000", "--on-excess", "idle", "--into", filepath.Join(t.TempDir(), "l")}, "would build 70000 worker stores (69992 of the 70000 workers own no bucket"},
+		{[]string{"load", src, "--width", "0", "--into", filepath.Join(t.TempDir(), "l")}, "--width 0"},
+		{[]string{"load", src, "--width", "2000000", "--on-excess", "idle", "--into", filepath.Join(t.TempDir(), "l")}, "--width 2000000"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, code := runRoot(t, tc.args...)
@@ -49,5 +53,15 @@ func TestZeroAndAbsurdFlagsRefused(t *testing.T) {
 	// The widest width a manifest can record is still planned, quickly.
 	if out, code := runRoot(t, "--json", "plan", src, "--widths", "1048576"); code != exitOK || len(out) > 1<<20 {
 		t.Fatalf("plan --widths 1048576: exit %d, %d bytes", code, len(out))
+	}
+}
+
+// The way out the load cap names works: a subset of a wide start.
+func TestLoadWideStartBySubset(t *testing.T) {
+	src := genPlanFixture(t, fixtures.Spec{Buckets: 8, Width: 4, Keys: 50})
+	into := filepath.Join(t.TempDir(), "l")
+	out, code := runRoot(t, "load", src, "--width", "70000", "--on-excess", "idle", "--workers", "0,69999", "--into", into, "-q")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, out)
 	}
 }
