@@ -84,6 +84,9 @@ func BeginFS(target string, force bool, fs fsx.FS) (*Stage, error) {
 	if err := checkTarget(abs, force); err != nil {
 		return nil, err
 	}
+	if err := checkNotMountPoint(abs); err != nil { // mountpoint.go
+		return nil, err
+	}
 	s := &Stage{target: abs, force: force, fs: fsx.Or(fs), lockP: filepath.Join(parent, "."+base+".rebucket.lock"),
 		Removed: []string{}, Leftover: []string{}}
 	if err := s.takeLock(); err != nil {
