@@ -137,7 +137,7 @@ func bigManifest(t testing.TB, size int) []byte {
 // MarshalIndent's two buffers), a manifest allocated about 10.5x its size;
 // now about 3x, most of it the decoded slices growing.
 func TestDecodeManifestAllocations(t *testing.T) {
-	data := bigManifest(t, 8<<20)
+	data := bigManifest(t, 4<<20)
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
