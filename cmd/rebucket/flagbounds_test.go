@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rebucket/rebucket/fixtures"
+	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
 // TestZeroAndAbsurdFlagsRefused: each of these used to be accepted: a 0
@@ -63,5 +66,38 @@ func TestLoadWideStartBySubset(t *testing.T) {
 	out, code := runRoot(t, "load", src, "--width", "70000", "--on-excess", "idle", "--workers", "0,69999", "--into", into, "-q")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, out)
+	}
+}
+
+// A resealed manifest listing a file of 2^62 bytes reached the disk-space
+// check of rewrite and load and was refused there (exit 3), as if the disk
+// were small. It is damage: exit 2 from every command that reads it.
+func TestHugeListedFileIsDamage(t *testing.T) {
+	src := genPlanFixture(t, fixtures.Spec{Buckets: 8, Width: 4, Keys: 50})
+	mp := filepath.Join(src, snapshotfmt.ManifestName)
+	data, err := os.ReadFile(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m snapshotfmt.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m.Files[0].Size = 1 << 62
+	if data, err = m.Encode(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"rewrite", src, "--buckets", "16", "--out", filepath.Join(t.TempDir(), "o")},
+		{"load", src, "--width", "2", "--into", filepath.Join(t.TempDir(), "l")},
+		{"inspect", src},
+	} {
+		out, code := runRoot(t, args...)
+		if code != exitUsage || !strings.Contains(out, "1 TiB bound") {
+			t.Errorf("%s: exit %d, want %d naming the bound:\n%s", args[0], code, exitUsage, out)
+		}
 	}
 }
