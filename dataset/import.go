@@ -115,6 +115,9 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	}()
 	var problems []string
 	for _, in := range inputs {
+		if err := checkParquetFooter(in.path, opts.Memory); err != nil { // limits.go
+			return nil, err
+		}
 		p, err := openPart(in.path)
 		if err != nil {
 			return nil, err
@@ -278,6 +281,9 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 				}
 			} else if sl.withSub > 0 && sl.nilSub > 0 {
 				return fmt.Errorf("%w: %s: state %s has rows with and without sub_key: it is neither a map (every row has one) nor a value state; give its kind with --states", snapshotfmt.ErrInvalidArgument, where(), sl.st.QualifiedName())
+			}
+			if err := checkRowSize(where, len(keyC.b), len(subC.b), len(valC.b), opts.Memory); err != nil { // limits.go
+				return err
 			}
 			key = snapshotfmt.AppendKey(key[:0], layout.Bucket(keyC.b), sl.st.ID, keyC.b, subC.b)
 			if err := sorter.Add(key, valC.b); err != nil {

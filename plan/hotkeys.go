@@ -54,9 +54,12 @@ type HotKeys struct {
 // largest bucket, not of the snapshot: at 10 million distinct keys in one
 // bucket that is about a gigabyte; a snapshot like that wants more buckets
 // first.
+// MaxTopKeys bounds k: every scanning worker holds k keys at once.
+const MaxTopKeys = 10_000
+
 func TopKeys(ctx context.Context, s *reader.Snapshot, k, parallel int, prog progress.Reporter) (*HotKeys, error) {
-	if k < 1 {
-		return nil, fmt.Errorf("%w: --top-keys %d: want at least 1", snapshotfmt.ErrInvalidArgument, k)
+	if k < 1 || k > MaxTopKeys {
+		return nil, fmt.Errorf("%w: --top-keys %d: want 1..%d", snapshotfmt.ErrInvalidArgument, k, MaxTopKeys)
 	}
 	if parallel < 1 {
 		parallel = runtime.GOMAXPROCS(0)

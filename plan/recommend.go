@@ -55,14 +55,14 @@ type Recommendation struct {
 // every width in widths divides (nil means peak and its divisors), and a
 // few larger alternatives that divide by more widths.
 func Recommend(peak, headroom int, widths []int) (Recommendation, error) {
-	if peak < 1 {
-		return Recommendation{}, fmt.Errorf("%w: peak width %d: want at least 1", snapshotfmt.ErrInvalidArgument, peak)
+	if peak < 1 || peak > snapshotfmt.MaxBuckets {
+		return Recommendation{}, fmt.Errorf("%w: peak width %d: want 1..%d (no bucket count can give more workers state)", snapshotfmt.ErrInvalidArgument, peak, snapshotfmt.MaxBuckets)
 	}
 	if headroom == 0 {
 		headroom = defaultHeadroom
 	}
-	if headroom < 1 {
-		return Recommendation{}, fmt.Errorf("%w: headroom %d: want at least 1", snapshotfmt.ErrInvalidArgument, headroom)
+	if headroom < 1 || headroom > snapshotfmt.MaxBuckets {
+		return Recommendation{}, fmt.Errorf("%w: headroom %d: want 1..%d", snapshotfmt.ErrInvalidArgument, headroom, snapshotfmt.MaxBuckets)
 	}
 	if len(widths) == 0 {
 		widths = divisors(peak)

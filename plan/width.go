@@ -32,8 +32,8 @@ type WidthPlan struct {
 
 // ForWidth plans a start of the snapshot at width w.
 func ForWidth(m *snapshotfmt.Manifest, w int) (WidthPlan, error) {
-	if w < 1 {
-		return WidthPlan{}, fmt.Errorf("%w: width %d: want at least 1", snapshotfmt.ErrInvalidArgument, w)
+	if w < 1 || w > snapshotfmt.MaxWidth {
+		return WidthPlan{}, fmt.Errorf("%w: width %d: want 1..%d (the most workers a snapshot can record)", snapshotfmt.ErrInvalidArgument, w, snapshotfmt.MaxWidth)
 	}
 	n := int(m.Partitioning.Buckets)
 	p := WidthPlan{WidthLoad: LoadAt(m, w), Owners: min(w, n)}

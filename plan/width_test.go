@@ -216,3 +216,56 @@ func TestTopKeys(t *testing.T) {
 		t.Errorf("k=0: %v", err)
 	}
 }
+
+// A manifest may declare a width of up to 1,048,576 workers over at most
+// 65,536 buckets. Listing every idle worker made `inspect --json` of a
+// 4 KB manifest take 846 MB and print 208 MB; above MaxListedWorkers the
+// load lists the owners and gives idle workers as ranges.
+func TestLoadAtHugeWidthIsBounded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	m, err := fixtures.Generate(context.Background(), dir, fixtures.Spec{Buckets: 8, Width: 2, Keys: 200}, writer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := plan.LoadAt(m, snapshotfmt.MaxWidth)
+	if l.AllListed || len(l.Workers) != 8 || len(l.Idle) != 0 || l.IdleCount != snapshotfmt.MaxWidth-8 || len(l.IdleRanges) > 9 {
+		t.Fatalf("W=%d: listed %v, %d workers, %d idle listed, %d idle, %d ranges", snapshotfmt.MaxWidth, l.AllListed, len(l.Workers), len(l.Idle), l.IdleCount, len(l.IdleRanges))
+	}
+	var sum uint64
+	for _, w := range l.Workers {
+		if !w.Owns {
+			t.Fatalf("idle worker %d listed", w.Worker)
+		}
+		sum += w.Entries
+	}
+	if sum != m.TotalEntries() {
+		t.Errorf("owners hold %d entries, snapshot %d", sum, m.TotalEntries())
+	}
+	// At a listed width the ranges say what the list says.
+	l = plan.LoadAt(m, 12)
+	if !l.AllListed || len(l.Workers) != 12 || l.IdleCount != 4 || plan.FormatRanges(l.IdleRanges, 16) != "2, 5, 8, 11" {
+		t.Errorf("W=12: %+v, ranges %q", l, plan.FormatRanges(l.IdleRanges, 16))
+	}
+	if got := plan.FormatRanges([]plan.Range{{0, 3}, {5, 6}, {9, 9}}, 2); got != "0-3, 5, 6, ... (7 in all)" {
+		t.Errorf("FormatRanges = %q", got)
+	}
+}
+
+func TestCheckFileSize(t *testing.T) {
+	for _, tc := range []struct {
+		size, data int64
+		ok         bool
+	}{
+		{1, 0, false},
+		{plan.MinFileSize - 1, 0, false},
+		{plan.MinFileSize, 0, true},
+		{plan.MinFileSize, plan.MaxDataFiles * plan.MinFileSize, true},
+		{plan.MinFileSize, (plan.MaxDataFiles + 1) * plan.MinFileSize, false},
+		{128 << 20, 1 << 40, true},
+	} {
+		err := plan.CheckFileSize(tc.size, tc.data)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, snapshotfmt.ErrInvalidArgument)) {
+			t.Errorf("CheckFileSize(%d, %d) = %v, want ok %v", tc.size, tc.data, err, tc.ok)
+		}
+	}
+}

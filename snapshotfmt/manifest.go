@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 	"time"
@@ -22,6 +23,13 @@ const (
 	ManifestName = "MANIFEST.json"
 	// MaxManifestSize bounds the manifest; a larger one is refused unread.
 	MaxManifestSize = 64 << 20
+	// MaxFileSize bounds the size a manifest may list for one file. A
+	// larger claim is damage, not a file: refused as ErrCorrupt before any
+	// command sizes disk space or buffers by it.
+	MaxFileSize = 1 << 40
+	// MaxWidth is the most workers a manifest may say wrote it, and the
+	// widest start the tools plan, check or locate for.
+	MaxWidth = MaxBuckets * 16
 	// TableFormat names the SSTable format of the data files: readable by
 	// pebble/v2 and ingestible into a store at FormatDeleteSizedAndObsolete
 	// or newer.
@@ -190,7 +198,16 @@ func (m *Manifest) Encode() ([]byte, error) {
 
 // ReadManifest decodes at most MaxManifestSize bytes from r.
 func ReadManifest(r io.Reader) (*Manifest, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxManifestSize+1))
+	// A file's size sizes the buffer once; io.ReadAll alone would double
+	// it on the way and leave up to twice the manifest allocated.
+	var buf bytes.Buffer
+	if st, ok := r.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		if fi, err := st.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() <= MaxManifestSize {
+			buf.Grow(int(fi.Size()) + bytes.MinRead)
+		}
+	}
+	_, err := buf.ReadFrom(io.LimitReader(r, MaxManifestSize+1))
+	data := buf.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
@@ -221,21 +238,26 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 	if head.Version != FormatVersion {
 		return nil, fmt.Errorf("%w: manifest version %d; this build reads version %d", ErrUnsupported, head.Version, FormatVersion)
 	}
+	// One pass of encoding/json over the bytes (Unmarshal does not copy
+	// them, unlike a Decoder), then one streaming pass that re-encodes the
+	// result piece by piece, hashing the body and comparing it with the
+	// file. Requiring the file to be exactly its canonical encoding refuses
+	// what Unmarshal would let through silently: unknown members, a member
+	// twice or in other letter case, another layout.
 	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
+	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: manifest: data after the JSON document", ErrCorrupt)
+	c := newCanon(data)
+	c.encode(&m)
+	if c.err != nil {
+		return nil, fmt.Errorf("%w: manifest: %v", ErrCorrupt, c.err)
 	}
-	body, err := m.body()
-	if err != nil {
-		return nil, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
-	}
-	if got := Checksum(body); got != m.Checksum {
+	if got := c.sum(); got != m.Checksum {
 		return nil, fmt.Errorf("%w: manifest self-checksum is %s, its body hashes to %s: it was edited or torn", ErrCorrupt, m.Checksum, got)
+	}
+	if c.mismatch >= 0 {
+		return nil, whyNotCanonical(data, c.mismatch)
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -262,8 +284,8 @@ func (m *Manifest) Validate() error {
 		return err
 	}
 	n := uint64(m.Partitioning.Buckets)
-	if m.WidthAtWrite < 1 || m.WidthAtWrite > MaxBuckets*16 {
-		return bad("width_at_write %d outside 1..%d", m.WidthAtWrite, MaxBuckets*16)
+	if m.WidthAtWrite < 1 || m.WidthAtWrite > MaxWidth {
+		return bad("width_at_write %d outside 1..%d", m.WidthAtWrite, MaxWidth)
 	}
 	if uint64(len(m.BucketEntries)) != n || uint64(len(m.BucketBytes)) != n {
 		return bad("bucket_entries has %d and bucket_bytes %d elements, want one per bucket (%d)", len(m.BucketEntries), len(m.BucketBytes), n)
@@ -309,6 +331,9 @@ func (m *Manifest) Validate() error {
 		}
 		if f.Size < 0 || f.Entries == 0 {
 			return bad("files[%d] (%s): size %d and entries %d must be positive", i, f.Path, f.Size, f.Entries)
+		}
+		if f.Size > MaxFileSize {
+			return bad("files[%d] (%s): size %d is over the %d TiB bound of a listed file", i, f.Path, f.Size, MaxFileSize>>40)
 		}
 		if !isHex128(f.Checksum) {
 			return bad("files[%d] (%s): checksum %q is not 32 hex digits", i, f.Path, f.Checksum)
@@ -382,6 +407,9 @@ func (m *Manifest) Validate() error {
 				return bad("worker_states[%d] (%s): %s listed twice", i, ws.QualifiedName(), f.Path)
 			}
 			paths[f.Path] = true
+			if f.Size > MaxFileSize {
+				return bad("worker_states[%d] (%s) files[%d]: size %d is over the %d TiB bound of a listed file", i, ws.QualifiedName(), j, f.Size, MaxFileSize>>40)
+			}
 			if f.Size < 0 || uint64(f.Size) < 4*f.Items {
 				return bad("worker_states[%d] (%s) files[%d]: size %d cannot hold %d items", i, ws.QualifiedName(), j, f.Size, f.Items)
 			}

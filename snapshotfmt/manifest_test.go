@@ -102,6 +102,12 @@ func TestDecodeManifestStrict(t *testing.T) {
 		{"unknown field in partitioning", func(t *testing.T) []byte { return edit(t, `"hash":`, `"seed": 1, "hash":`) }, ErrCorrupt, `"seed"`},
 		{"negative entry count", func(t *testing.T) []byte { return edit(t, `"entries": 20`, `"entries": -20`) }, ErrCorrupt, "entries"},
 		{"negative file size", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Files[0].Size = -1 }) }, ErrCorrupt, "files[0]"},
+		// A resealed size of 2^62 reached the disk-space check and was
+		// refused there (exit 3) as if the disk were too small.
+		{"file size 2^62", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Files[0].Size = 1 << 62 }) }, ErrCorrupt, "files[0]"},
+		{"worker file size 2^62", func(t *testing.T) []byte {
+			return reseal(t, func(m *Manifest) { m.WorkerStates[0].Files[1].Size = 1 << 62 })
+		}, ErrCorrupt, "1 TiB bound"},
 		{"bucket count 0", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Partitioning.Buckets = 0 }) }, ErrCorrupt, "partitioning.buckets 0"},
 		{"bucket count 70000", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Partitioning.Buckets = 70000 }) }, ErrCorrupt, "partitioning.buckets 70000"},
 		{"unknown mapping", func(t *testing.T) []byte { return reseal(t, func(m *Manifest) { m.Partitioning.Mapping = "jump" }) }, ErrCorrupt, "partitioning.mapping"},

@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +14,13 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/zeebo/xxh3"
 
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/internal/units"
 	"github.com/rebucket/rebucket/plan"
@@ -56,6 +59,9 @@ type Options struct {
 	// DefaultMaxPerKind); the rest are counted in the summary.
 	MaxPerKind int
 	Progress   progress.Reporter
+	// FS, when it wraps files (fsx.Faulty), sees every read of a listed
+	// file: tests inject I/O errors through it.
+	FS fsx.FS
 }
 
 // WidthReport answers whether a start at Width can load the snapshot.
@@ -128,8 +134,8 @@ func (e *emitter) count(k Kind, sev Severity, n int) {
 // is false when any error-severity finding was reported.
 func Check(ctx context.Context, dir string, opts Options, sink Sink) (*Summary, error) {
 	start := time.Now()
-	if opts.Width < 0 {
-		return nil, fmt.Errorf("%w: width %d", snapshotfmt.ErrInvalidArgument, opts.Width)
+	if opts.Width < 0 || opts.Width > snapshotfmt.MaxWidth {
+		return nil, fmt.Errorf("%w: width %d: want 1..%d", snapshotfmt.ErrInvalidArgument, opts.Width, snapshotfmt.MaxWidth)
 	}
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = runtime.GOMAXPROCS(0)
@@ -169,6 +175,11 @@ func Check(ctx context.Context, dir string, opts Options, sink Sink) (*Summary, 
 		c.states[m.States[i].ID] = &m.States[i]
 	}
 	if err := c.run(sum); err != nil {
+		return finish(), err
+	}
+	if err := c.failure(); err != nil {
+		// A file that could not be read was not checked: the run failed
+		// (exit 4), whatever it found elsewhere; the finding names it.
 		return finish(), err
 	}
 	if opts.Width > 0 {
@@ -234,8 +245,8 @@ func checkWidth(m *snapshotfmt.Manifest, w int, em *emitter) *WidthReport {
 	wr := &WidthReport{Width: w, Buckets: n, Loadable: w <= n, Idle: load.Idle, Load: load}
 	if w > n {
 		f := newFinding(WidthAboveBuckets, SevError,
-			"a start at width %d cannot own state with %d buckets: at most %d workers can (under --on-excess idle, workers %v would own nothing); %s",
-			w, n, n, load.Idle, snapshotfmt.RaiseHint(w, n))
+			"a start at width %d cannot own state with %d buckets: at most %d workers can (under --on-excess idle, workers %s would own nothing); %s",
+			w, n, n, plan.FormatRanges(load.IdleRanges, 16), snapshotfmt.RaiseHint(w, n))
 		em.emit(f)
 	}
 	return wr
@@ -250,6 +261,9 @@ type checker struct {
 	deep   bool
 	pr     progress.Reporter
 	states []*snapshotfmt.State
+
+	failMu  sync.Mutex
+	failErr error // the first I/O error reading a listed file
 }
 
 // fileResult is what the scan of one data file found.
@@ -265,6 +279,41 @@ type scanStats struct {
 	stateEntries  []uint64
 	entries       uint64
 	bytesRead     int64
+}
+
+// readFailed records an I/O error reading rel: not damage, a failure of
+// the run.
+func (c *checker) readFailed(rel string, err error) {
+	c.failMu.Lock()
+	defer c.failMu.Unlock()
+	if c.failErr == nil {
+		c.failErr = fmt.Errorf("could not read %s: %w", rel, err)
+	}
+}
+
+// tableErrKind classifies an error reading a table whose checksum
+// matched: an I/O error fails the run, anything else is damage.
+func (c *checker) tableErrKind(rel string, err error) Kind {
+	if isReadFailure(err) {
+		c.readFailed(rel, err)
+		return FileUnreadable
+	}
+	return TableCorrupt
+}
+
+func (c *checker) failure() error {
+	c.failMu.Lock()
+	defer c.failMu.Unlock()
+	return c.failErr
+}
+
+// isReadFailure tells an error of the operating system (EIO, EACCES, a
+// vanished device) from damage in what was read. Pebble wraps the errors
+// of its reads, so they are unwrapped, not matched by type at the top.
+func isReadFailure(err error) bool {
+	var pe *fs.PathError
+	var errno syscall.Errno
+	return errors.As(err, &pe) || errors.As(err, &errno)
 }
 
 func (c *checker) run(sum *Summary) error {
@@ -361,11 +410,15 @@ func (c *checker) unlisted() {
 // openChecked opens a listed file and checks presence, type, size and
 // whole-file checksum, reporting what is wrong. It returns nil when the
 // file must not be read further.
-func (c *checker) openChecked(rel string, size int64, checksum string, bucket int64, st *scanStats) *os.File {
+func (c *checker) openChecked(rel string, size int64, checksum string, bucket int64, st *scanStats) fsx.File {
 	report := func(kind Kind, format string, args ...any) {
 		f := newFinding(kind, SevError, format, args...)
 		f.File, f.Bucket = rel, bucket
 		c.em.emit(f)
+	}
+	unreadable := func(err error) {
+		c.readFailed(rel, err)
+		report(FileUnreadable, "%v", err)
 	}
 	// No symbolic link is followed, at the file or its directory.
 	fh, err := c.snap.OpenInside(rel)
@@ -376,14 +429,14 @@ func (c *checker) openChecked(rel string, size int64, checksum string, bucket in
 		case errors.Is(err, snapshotfmt.ErrCorrupt):
 			report(FileNotRegular, "%v", err)
 		default:
-			report(FileUnreadable, "%v", err)
+			unreadable(err)
 		}
 		return nil
 	}
 	info, err := fh.Stat()
 	if err != nil {
 		fh.Close()
-		report(FileUnreadable, "%v", err)
+		unreadable(err)
 		return nil
 	}
 	if !info.Mode().IsRegular() {
@@ -396,14 +449,18 @@ func (c *checker) openChecked(rel string, size int64, checksum string, bucket in
 		report(FileSize, "is %d bytes, the manifest says %d (truncated, extended or replaced)", info.Size(), size)
 		return nil
 	}
+	var file fsx.File = fh
+	if w, ok := c.opts.FS.(interface{ Wrap(fsx.File) fsx.File }); ok {
+		file = w.Wrap(fh)
+	}
 	h := xxh3.New()
-	n, err := io.Copy(h, &progressReader{r: io.NewSectionReader(fh, 0, size), pr: c.pr})
+	n, err := io.Copy(h, &progressReader{r: io.NewSectionReader(file, 0, size), pr: c.pr})
 	if st != nil {
 		st.bytesRead += n
 	}
 	if err != nil {
 		fh.Close()
-		report(FileUnreadable, "read: %v", err)
+		unreadable(fmt.Errorf("read: %w", err))
 		return nil
 	}
 	if got := snapshotfmt.Sum128Hex(h.Sum128()); got != checksum {
@@ -411,7 +468,7 @@ func (c *checker) openChecked(rel string, size int64, checksum string, bucket in
 		report(FileChecksum, "checksum is %s, the manifest says %s: the file is damaged (it was not opened as a table)", got, checksum)
 		return nil
 	}
-	return fh
+	return file
 }
 
 type progressReader struct {
@@ -432,7 +489,8 @@ func (c *checker) checkWorkerFile(ws snapshotfmt.WorkerState, wf snapshotfmt.Wor
 	}
 	defer fh.Close()
 	data := make([]byte, wf.Size) // size matched the manifest, which is bounded
-	if _, err := io.ReadFull(fh, data); err != nil {
+	if _, err := fh.ReadAt(data, 0); err != nil {
+		c.readFailed(wf.Path, err)
 		f := newFinding(FileUnreadable, SevError, "read: %v", err)
 		f.File = wf.Path
 		c.em.emit(f)
@@ -498,6 +556,11 @@ func (c *checker) checkDataFile(df snapshotfmt.DataFile, st *scanStats) (res fil
 	defer cp.close()
 	r, err := reader.OpenTable(c.ctx, fh, df.Size)
 	if err != nil {
+		if isReadFailure(err) {
+			c.readFailed(df.Path, err)
+			cp.emit(newFinding(FileUnreadable, SevError, "opening the table: %v", err))
+			return res
+		}
 		cp.emit(newFinding(TableCorrupt, SevError, "its checksum matches the manifest, yet it is not a readable table: %v", err))
 		return res
 	}
@@ -514,7 +577,7 @@ func (c *checker) scanTable(r *sstable.Reader, df snapshotfmt.DataFile, st *scan
 	}()
 	it, err := r.NewIter(sstable.NoTransforms, nil, nil, sstable.AssertNoBlobHandles)
 	if err != nil {
-		cp.emit(newFinding(TableCorrupt, SevError, "cannot iterate: %v", err))
+		cp.emit(newFinding(c.tableErrKind(df.Path, err), SevError, "cannot iterate: %v", err))
 		return res
 	}
 	defer it.Close()
@@ -551,7 +614,7 @@ func (c *checker) scanTable(r *sstable.Reader, df snapshotfmt.DataFile, st *scan
 		prev = append(prev[:0], k...)
 		v, _, err := kv.Value(nil)
 		if err != nil {
-			cp.emit(entry(TableCorrupt, "value cannot be read: %v", err))
+			cp.emit(entry(c.tableErrKind(df.Path, err), "value cannot be read: %v", err))
 			return res
 		}
 		dk, err := snapshotfmt.DecodeKey(k)
@@ -569,6 +632,11 @@ func (c *checker) scanTable(r *sstable.Reader, df snapshotfmt.DataFile, st *scan
 		} else if s.Kind != snapshotfmt.KindMap && len(dk.SubKey) > 0 {
 			cp.emit(entry(KeyDecode, "%d bytes after the key of a %s state, which has no sub-key", len(dk.SubKey), s.Kind))
 		}
+		if s != nil && s.Kind == snapshotfmt.KindList {
+			if err := checkListValue(v); err != nil {
+				cp.emit(entry(ListEncoding, "%v", err))
+			}
+		}
 		if hb := c.m.Partitioning.Bucket(dk.Key); hb != dk.Bucket {
 			cp.emit(entry(WrongBucket, "stored in bucket %d, but the key hashes to bucket %d under %s: a start would never find it", dk.Bucket, hb, c.m.Partitioning))
 		}
@@ -584,7 +652,7 @@ func (c *checker) scanTable(r *sstable.Reader, df snapshotfmt.DataFile, st *scan
 		st.entries++
 	}
 	if err := it.Error(); err != nil {
-		cp.emit(newFinding(TableCorrupt, SevError, "after %d entries: %v", count, err))
+		cp.emit(newFinding(c.tableErrKind(df.Path, err), SevError, "after %d entries: %v", count, err))
 		return res
 	}
 	if count != df.Entries {
@@ -592,6 +660,25 @@ func (c *checker) scanTable(r *sstable.Reader, df snapshotfmt.DataFile, st *scan
 	}
 	res.sound = true
 	return res
+}
+
+// checkListValue checks a list state's value is the item encoding of
+// FORMAT.md section 5 (a length past the end or 1..3 trailing bytes is
+// corrupt), without allocating per item as DecodeWorkerItems does.
+func checkListValue(v []byte) error {
+	var items int
+	for off := 0; off < len(v); items++ {
+		if len(v)-off < 4 {
+			return fmt.Errorf("list value of %d bytes: item %d at offset %d: %d trailing bytes, need a 4-byte length", len(v), items, off, len(v)-off)
+		}
+		n := uint64(binary.BigEndian.Uint32(v[off:]))
+		off += 4
+		if n > uint64(len(v)-off) {
+			return fmt.Errorf("list value of %d bytes: item %d at offset %d claims %d bytes, %d remain", len(v), items, off-4, n, len(v)-off)
+		}
+		off += int(n)
+	}
+	return nil
 }
 
 // duplicates looks up every entry found outside its file's range in the

@@ -59,6 +59,7 @@ const (
 	KeyOrder         Kind = "key_order"          // keys not strictly increasing within a file
 	KeyDecode        Kind = "key_decode"         // an encoded key that does not decode, or a sub-key on a state that has none
 	EntryKind        Kind = "entry_kind"         // a deletion or merge record: only sets belong in a snapshot
+	ListEncoding     Kind = "list_encoding"      // a list state's value that is not the item encoding (FORMAT.md section 5)
 	UnknownState     Kind = "unknown_state"      // state id not in the states table
 	WrongBucket      Kind = "wrong_bucket"       // the key hashes to another bucket than the one it is stored under
 	OutsideFileRange Kind = "outside_file_range" // an entry outside its file's declared key or bucket range

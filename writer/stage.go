@@ -92,6 +92,9 @@ func BeginKind(target string, force bool, fs fsx.FS, kind Kind) (*Stage, error) 
 	if err := checkTarget(abs, force, kind); err != nil {
 		return nil, err
 	}
+	if err := checkNotMountPoint(abs); err != nil { // mountpoint.go
+		return nil, err
+	}
 	s := &Stage{target: abs, force: force, kind: kind, fs: fsx.Or(fs), lockP: filepath.Join(parent, "."+base+".rebucket.lock"),
 		Removed: []string{}, Leftover: []string{}}
 	if err := s.takeLock(); err != nil {

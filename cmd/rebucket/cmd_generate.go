@@ -64,6 +64,9 @@ func runGenerate(cmd *cobra.Command, g *globalOptions, o *generateOptions, out s
 	if err != nil {
 		return usagef(fmt.Errorf("--file-size: %w", err))
 	}
+	if err := checkFileSizeFlag(fs, ""); err != nil {
+		return err
+	}
 	comp, err := parseCompression(o.compression)
 	if err != nil {
 		return err

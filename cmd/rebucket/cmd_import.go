@@ -103,6 +103,9 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	if err != nil {
 		return usagef(fmt.Errorf("--file-size: %w", err))
 	}
+	if err := checkFileSizeFlag(fs, ""); err != nil {
+		return err
+	}
 	if o.buckets > snapshotfmt.WarnBuckets {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d buckets is above %d: every tool pays a per-bucket bookkeeping cost\n", o.buckets, snapshotfmt.WarnBuckets)
 	}

@@ -57,6 +57,9 @@ type inspectReport struct {
 }
 
 func runInspect(cmd *cobra.Command, g *globalOptions, dir string, topKeys int) error {
+	if err := setPositive(cmd, plan.MaxTopKeys, "top-keys"); err != nil {
+		return err
+	}
 	s, err := reader.Open(dir, reader.Options{})
 	if err != nil {
 		return err
@@ -168,15 +171,15 @@ func renderLoad(w io.Writer, l plan.WidthLoad) {
 		rows = append(rows, barRow{label: label, value: float64(wk.Bytes),
 			note: fmt.Sprintf("buckets %-11s %12s entries %10s", rng, units.Count(wk.Entries), units.Bytes(int64(wk.Bytes)))})
 	}
-	if len(rows) > 64 {
+	if len(rows) > 64 || !l.AllListed {
 		// Too many workers to draw one by one: show the extremes.
-		fmt.Fprintf(w, "  %d workers; max %s, mean %s\n", len(rows), units.Bytes(int64(l.MaxBytes)), units.Bytes(int64(l.MeanBytes)))
+		fmt.Fprintf(w, "  %d workers; max %s, mean %s\n", l.Width, units.Bytes(int64(l.MaxBytes)), units.Bytes(int64(l.MeanBytes)))
 	} else {
 		drawBars(w, rows, 30)
 	}
 	fmt.Fprintf(w, "  max/mean %.2f", l.Imbalance)
-	if len(l.Idle) > 0 {
-		fmt.Fprintf(w, ", %d idle workers", len(l.Idle))
+	if l.IdleCount > 0 {
+		fmt.Fprintf(w, ", %d idle workers", l.IdleCount)
 	}
 	fmt.Fprintln(w)
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rebucket/rebucket/internal/units"
+	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/reader"
 	"github.com/rebucket/rebucket/snapshotfmt"
 	"github.com/rebucket/rebucket/writer"
@@ -126,8 +127,8 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	if err != nil {
 		return usagef(err)
 	}
-	if o.width < 1 {
-		return usagef(fmt.Errorf("--width %d: want at least 1", o.width))
+	if err := checkWidthFlag(cmd, "width"); err != nil {
+		return err
 	}
 	s, err := reader.Open(src, reader.Options{})
 	if err != nil {
@@ -150,6 +151,9 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 		if i < 0 || i >= l.Width() {
 			return usagef(fmt.Errorf("--workers: worker %d does not exist; this start has workers 0..%d", i, l.Width()-1))
 		}
+	}
+	if err := plan.CheckLoadStores(len(workers), l.Width(), len(l.Assignment().Idle)); err != nil {
+		return usagef(err)
 	}
 	if err := refuseOverlap([]string{o.into}, nil, src); err != nil {
 		return err

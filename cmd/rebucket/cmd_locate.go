@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"unicode/utf8"
 
@@ -80,6 +81,12 @@ func runLocate(cmd *cobra.Command, g *globalOptions, o *locateOptions, dir, keyA
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if err := checkWidthFlag(cmd, "width"); err != nil {
+		return err
+	}
+	if err := setPositive(cmd, math.MaxInt32, "limit"); err != nil {
+		return err
 	}
 	var key []byte
 	switch o.keyFormat {

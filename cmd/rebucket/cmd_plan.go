@@ -98,6 +98,9 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 		ctx = context.Background()
 	}
 	rep := planReport{Warnings: []string{}}
+	if err := checkPlanFlags(cmd, o); err != nil {
+		return err
+	}
 	if o.recommend {
 		if o.peak < 1 {
 			return usagef(errors.New("--recommend needs --peak-width P (the most workers the job will run)"))
@@ -187,6 +190,29 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 	return emitPlan(cmd, g, &rep)
 }
 
+// maxPlanWidths bounds --widths: each width is planned worker by worker.
+const maxPlanWidths = 64
+
+// checkPlanFlags refuses zeros and values past the format's caps before
+// anything is read.
+func checkPlanFlags(cmd *cobra.Command, o *planOptions) error {
+	if err := setPositive(cmd, snapshotfmt.MaxBuckets, "buckets", "peak-width", "headroom"); err != nil {
+		return err
+	}
+	if err := setPositive(cmd, plan.MaxTopKeys, "top-keys"); err != nil {
+		return err
+	}
+	if len(o.widths) > maxPlanWidths {
+		return usagef(fmt.Errorf("--widths lists %d widths: plan at most %d at once", len(o.widths), maxPlanWidths))
+	}
+	for _, w := range o.widths {
+		if w < 1 || w > snapshotfmt.MaxWidth {
+			return usagef(fmt.Errorf("--widths: width %d: want 1..%d (the most workers a snapshot can record)", w, snapshotfmt.MaxWidth))
+		}
+	}
+	return nil
+}
+
 // scanTopKeys runs the hot-key scan of plan and inspect --top-keys.
 func scanTopKeys(cmd *cobra.Command, g *globalOptions, s *reader.Snapshot, k int) (*plan.HotKeys, error) {
 	ctx := cmd.Context()
@@ -242,7 +268,7 @@ func renderWidthPlan(w io.Writer, p plan.WidthPlan) {
 		fmt.Fprintf(w, "feasible, every worker owns state (%d buckets over %d workers)\n", p.Buckets, p.Width)
 	} else {
 		fmt.Fprintf(w, "NOT feasible as asked: at most %d workers can own state with %d buckets; %d of %d workers would own nothing (idle: %s)\n",
-			p.Buckets, p.Buckets, len(p.Idle), p.Width, idleList(p.Idle))
+			p.Buckets, p.Buckets, p.IdleCount, p.Width, plan.FormatRanges(p.IdleRanges, 16))
 	}
 	fmt.Fprintf(w, "  buckets to workers:\n")
 	const maxRows = 16
@@ -322,15 +348,6 @@ func renderRecommendation(w io.Writer, r *plan.Recommendation) {
 		fmt.Fprintf(w, "  %-8d %-14d %-16g ~%-11s %s%s\n", c.Buckets, len(c.Divisors), c.BucketsPerWorkerAtPeak, units.Bytes(c.ManifestBytes), intsString(divs), more)
 	}
 	fmt.Fprintf(w, "\nfor the deployment record:\n\n%s\n", wrap(r.Record, 78, "  "))
-}
-
-// idleList names idle workers, the first few when there are many.
-func idleList(v []int) string {
-	const most = 16
-	if len(v) <= most {
-		return compactInts(v)
-	}
-	return compactInts(v[:most]) + fmt.Sprintf(", ... (%d in all; --json lists them)", len(v))
 }
 
 // compactInts prints 1,2,3,7 as "1-3, 7".

@@ -119,6 +119,9 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 	if opts.FileSize, err = units.ParseBytes(o.fileSize); err != nil || opts.FileSize <= 0 {
 		return usagef(fmt.Errorf("--file-size %q: want a size such as 128MiB", o.fileSize))
 	}
+	if err := checkFileSizeFlag(opts.FileSize, source); err != nil {
+		return err
+	}
 	if opts.Compression, err = parseCompression(o.compression); err != nil {
 		return err
 	}

@@ -61,6 +61,9 @@ func runSplit(cmd *cobra.Command, g *globalOptions, o *splitOptions, source stri
 	if err != nil || fs <= 0 {
 		return usagef(fmt.Errorf("--file-size %q: want a size such as 128MiB", o.fileSize))
 	}
+	if err := checkFileSizeFlag(fs, source); err != nil {
+		return err
+	}
 	if o.parallelism < 0 {
 		return usagef(fmt.Errorf("--parallelism %d: want at least 1", o.parallelism))
 	}

@@ -33,8 +33,8 @@ func newVerifyCommand(g *globalOptions) *cobra.Command {
     unlisted files in data/ or workers/ are warnings;
   - with --deep, every table scanned: keys sorted, unique and decodable, each
     entry in the bucket its key hashes to and inside its file's range, state
-    ids known, no key in two files, per-bucket and per-state counts equal to
-    the manifest's. Without the flag the scan runs when the data is at most
+    ids known, list values in the item encoding, no key in two files,
+    per-bucket and per-state counts equal to the manifest's. Without the flag the scan runs when the data is at most
     2 GiB (about a minute to read) and the output says which it did;
     --deep=false never scans;
   - with --width W, whether a start at W can load it (W at most the bucket
@@ -64,6 +64,8 @@ Exit codes of verify:
      reported first as a manifest_* finding, since nothing else can be
      checked without it); with --against, a snapshot whose files cannot be
      read (run verify on it alone to list what is wrong)
+  4  a listed file could not be read (an I/O error such as EIO): a failure
+     of the run, not damage; the file_unreadable finding names it
   130 interrupted`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -165,8 +167,8 @@ func kindCounts(by map[verify.Kind]int) string {
 }
 
 func runVerify(cmd *cobra.Command, g *globalOptions, o *verifyOptions, dir string) error {
-	if o.width < 0 {
-		return usagef(fmt.Errorf("--width %d: want at least 1", o.width))
+	if err := checkWidthFlag(cmd, "width"); err != nil {
+		return err
 	}
 	opts := verify.Options{Width: o.width, Parallelism: o.parallel, Progress: newProgress(cmd, g)}
 	if cmd.Flags().Changed("deep") {
