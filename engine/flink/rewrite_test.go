@@ -138,3 +138,35 @@ func TestRewriteRefusals(t *testing.T) {
 		t.Fatalf("left behind: %v", left)
 	}
 }
+
+type countingProgress struct {
+	total, done int64
+	started     int
+}
+
+func (p *countingProgress) Start(total int64, _ string) { p.total = total; p.started++ }
+func (p *countingProgress) Add(n int64)                 { p.done += n }
+func (p *countingProgress) Finish()                     {}
+
+func TestRewriteProgressAndCancel(t *testing.T) {
+	src := "testdata/probe-heap-files"
+	p := &countingProgress{}
+	if _, err := Rewrite(context.Background(), src, filepath.Join(t.TempDir(), "o"), RewriteOptions{MaxParallelism: 128, Progress: p}); err != nil {
+		t.Fatal(err)
+	}
+	// Progress counts the bytes of the key-group sections, out of the
+	// streams' total (headers included).
+	if p.started != 1 || p.total <= 0 || p.done <= 0 || p.done > p.total {
+		t.Fatalf("progress %+v", p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := t.TempDir()
+	_, err := Rewrite(ctx, src, filepath.Join(dir, "o"), RewriteOptions{MaxParallelism: 128})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("left behind after cancel: %v", ents)
+	}
+}
