@@ -79,7 +79,7 @@ func (sp *Savepoint) openKeyedOps() ([]*keyedOp, error) {
 		}
 		k.codec, k.codecErr = keytype.ForSpec(k.header.Key.Spec())
 		if k.codecErr != nil {
-			k.codecErr = fmt.Errorf("operator %s (keyed states %s): key serializer %s: %w", op.Label(), k.stateNames(), k.header.Key.Class, k.codecErr)
+			k.codecErr = fmt.Errorf("operator %s (keyed states %s): %w", op.Label(), k.stateNames(), k.codecErr)
 		}
 	}
 	return ops, nil

@@ -1,0 +1,86 @@
+package flink
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// TestStateProcessorAPISavepoint: a savepoint written by Flink's State
+// Processor API (checkpoint id 0, null CheckpointProperties, only stateful
+// operators, src at parallelism 2) reads, verifies and rewrites, and holds
+// the same keyed entries as the live savepoint it was made from.
+func TestStateProcessorAPISavepoint(t *testing.T) {
+	ctx := context.Background()
+	src := "testdata/probe-spa-8"
+	rep, err := Verify(ctx, src, ScanOptions{})
+	if err != nil || rep.FindingsTotal != 0 || rep.Entries != 1000 || rep.CheckpointID != 0 {
+		t.Fatalf("%v %+v", err, rep)
+	}
+	out := filepath.Join(t.TempDir(), "o")
+	if _, err := Rewrite(ctx, src, out, RewriteOptions{MaxParallelism: 128}); err != nil {
+		t.Fatal(err)
+	}
+	eq, err := Equal(ctx, "testdata/probe-heap-files", out, ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range eq.Differences {
+		// SPA re-splits the source's operator state over 2 subtasks.
+		if !strings.Contains(d, "operator state of operator f362c87ffabe89c8a91fa7d0a523ba6c") {
+			t.Fatalf("unexpected difference: %s", d)
+		}
+	}
+	if eq.EntriesA != eq.EntriesB {
+		t.Fatalf("%+v", eq)
+	}
+}
+
+func TestKeyTypesSavepoint(t *testing.T) {
+	ctx := context.Background()
+	src := "testdata/probe-types-heap"
+	rep, err := Verify(ctx, src, ScanOptions{})
+	if err != nil || rep.FindingsTotal != 0 {
+		t.Fatalf("%v %+v", err, rep.Findings)
+	}
+	types := map[string]string{}
+	for _, op := range rep.Operators {
+		if op.KeySerializer != "" {
+			types[op.UID] = op.KeyType
+		}
+	}
+	if len(types) != 5 {
+		t.Fatalf("key types %v", types)
+	}
+	for _, m := range []int{128, 256, 5} {
+		out := filepath.Join(t.TempDir(), "o")
+		res, err := Rewrite(ctx, src, out, RewriteOptions{MaxParallelism: m})
+		if err != nil || res.Entries != 2000 {
+			t.Fatalf("%d: %v %+v", m, err, res)
+		}
+		if eq, err := Equal(ctx, src, out, ScanOptions{}); err != nil || !eq.Equal {
+			t.Fatalf("%v %+v", err, eq)
+		}
+	}
+}
+
+func TestRealPojoKeyRefused(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "o")
+	_, err := Rewrite(context.Background(), "testdata/probe-pojo-heap", out, RewriteOptions{MaxParallelism: 128})
+	if !errors.Is(err, snapshotfmt.ErrUnsupported) {
+		t.Fatalf("%v", err)
+	}
+	for _, want := range []string{"pojo-counter", `"count"`, "PojoSerializer"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("message lacks %q: %v", want, err)
+		}
+	}
+	rep, err := Verify(context.Background(), "testdata/probe-pojo-heap", ScanOptions{})
+	if err != nil || rep.FindingsTotal == 0 || !strings.Contains(rep.Findings[0].Problem, "cannot be rehashed") {
+		t.Fatalf("%v %+v", err, rep)
+	}
+}
