@@ -81,6 +81,15 @@ func (c keyCodec) Encode(s string) ([]byte, error) {
 	return b, nil
 }
 
+// box makes the Go value only when asked: boxing an int64 allocates, and
+// hashing runs once per entry.
+func box[T any](want bool, v T) any {
+	if want {
+		return v
+	}
+	return nil
+}
+
 func truncated(name string, need, have int) error {
 	return corruptf("%s truncated: needs %d bytes, %d left", name, need, have)
 }
@@ -100,7 +109,7 @@ func (longField) read(b []byte, want bool) (int, int32, bool, any, error) {
 		return 0, 0, false, nil, truncated("Long", 8, len(b))
 	}
 	v := int64(binary.BigEndian.Uint64(b))
-	return 8, longHash(v), false, v, nil
+	return 8, longHash(v), false, box(want, v), nil
 }
 func (longField) encode(dst []byte, s string) ([]byte, error) {
 	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
@@ -123,7 +132,7 @@ func (intField) read(b []byte, want bool) (int, int32, bool, any, error) {
 		return 0, 0, false, nil, truncated("Integer", 4, len(b))
 	}
 	v := int32(binary.BigEndian.Uint32(b))
-	return 4, v, false, v, nil
+	return 4, v, false, box(want, v), nil
 }
 func (intField) encode(dst []byte, s string) ([]byte, error) {
 	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
@@ -143,7 +152,7 @@ func (shortField) read(b []byte, want bool) (int, int32, bool, any, error) {
 		return 0, 0, false, nil, truncated("Short", 2, len(b))
 	}
 	v := int16(binary.BigEndian.Uint16(b))
-	return 2, int32(v), false, v, nil
+	return 2, int32(v), false, box(want, v), nil
 }
 func (shortField) encode(dst []byte, s string) ([]byte, error) {
 	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 16)
@@ -163,7 +172,7 @@ func (byteField) read(b []byte, want bool) (int, int32, bool, any, error) {
 		return 0, 0, false, nil, truncated("Byte", 1, len(b))
 	}
 	v := int8(b[0])
-	return 1, int32(v), false, v, nil
+	return 1, int32(v), false, box(want, v), nil
 }
 func (byteField) encode(dst []byte, s string) ([]byte, error) {
 	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 8)
@@ -188,7 +197,7 @@ func (boolField) read(b []byte, want bool) (int, int32, bool, any, error) {
 	if v {
 		h = 1231
 	}
-	return 1, h, false, v, nil
+	return 1, h, false, box(want, v), nil
 }
 func (boolField) encode(dst []byte, s string) ([]byte, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
@@ -210,7 +219,7 @@ func (charField) read(b []byte, want bool) (int, int32, bool, any, error) {
 		return 0, 0, false, nil, truncated("Character", 2, len(b))
 	}
 	v := binary.BigEndian.Uint16(b)
-	return 2, int32(v), false, v, nil
+	return 2, int32(v), false, box(want, v), nil
 }
 func (charField) encode(dst []byte, s string) ([]byte, error) {
 	r, size := utf8.DecodeRuneInString(s)
@@ -243,7 +252,7 @@ func (doubleField) read(b []byte, want bool) (int, int32, bool, any, error) {
 	if f != f {
 		bits = canonicalNaN64
 	}
-	return 8, longHash(int64(bits)), false, f, nil
+	return 8, longHash(int64(bits)), false, box(want, f), nil
 }
 func (doubleField) encode(dst []byte, s string) ([]byte, error) {
 	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
@@ -273,7 +282,7 @@ func (floatField) read(b []byte, want bool) (int, int32, bool, any, error) {
 	if f != f {
 		bits = canonicalNaN32
 	}
-	return 4, int32(bits), false, f, nil
+	return 4, int32(bits), false, box(want, f), nil
 }
 func (floatField) encode(dst []byte, s string) ([]byte, error) {
 	f, err := strconv.ParseFloat(strings.TrimSpace(s), 32)
@@ -328,8 +337,8 @@ func (stringField) read(b []byte, want bool) (int, int32, bool, any, error) {
 	if !ok {
 		return 0, 0, false, nil, corruptf("String length truncated after %d bytes", len(b))
 	}
-	if l == 0 {
-		return i, 0, true, nil, nil // the null String
+	if b[0] == 0 {
+		return i, 0, true, nil, nil // the null String; an over-long 0 (80 00) is corrupt below, as in Java
 	}
 	n := int32(l) - 1
 	if n < 0 {
@@ -345,12 +354,18 @@ func (stringField) read(b []byte, want bool) (int, int32, bool, any, error) {
 	}
 	var h int32
 	for k := int32(0); k < n; k++ {
-		c, next, ok := javaVarint(b, i)
-		if !ok {
-			return 0, 0, false, nil, corruptf("String truncated in char %d of %d", k, n)
+		var u uint16
+		if i < len(b) && b[i] < 0x80 { // ASCII: one byte, the common case
+			u = uint16(b[i])
+			i++
+		} else {
+			c, next, ok := javaVarint(b, i)
+			if !ok {
+				return 0, 0, false, nil, corruptf("String truncated in char %d of %d", k, n)
+			}
+			i = next
+			u = uint16(c) // readString casts to char
 		}
-		i = next
-		u := uint16(c) // readString casts to char
 		h = 31*h + int32(u)
 		if want {
 			units = append(units, u)

@@ -37,7 +37,7 @@ func bitMix(in uint32) uint32 {
 
 // KeyGroup is KeyGroupRangeAssignment.computeKeyGroupForKeyHash: the key
 // group of a key whose Java hashCode() is hashCode, for maxParallelism key
-// groups. maxParallelism must be positive.
+// groups. maxParallelism must be valid (ValidMaxParallelism).
 func KeyGroup(hashCode int32, maxParallelism int) int {
 	return int(MurmurHash(hashCode)) % maxParallelism
 }
@@ -71,3 +71,9 @@ func PrefixBytes(maxParallelism int) int {
 // MaxParallelismUpperBound is Flink's upper bound for max parallelism
 // (Transformation.UPPER_BOUND_MAX_PARALLELISM = 1 << 15).
 const MaxParallelismUpperBound = 1 << 15
+
+// ValidMaxParallelism reports whether m is a max parallelism Flink accepts
+// (KeyGroupRangeAssignment.checkParallelismPreconditions: 1..32768). KeyGroup
+// and the range functions need one; check values read from a savepoint or a
+// flag with it first.
+func ValidMaxParallelism(m int) bool { return m >= 1 && m <= MaxParallelismUpperBound }

@@ -11,9 +11,18 @@ import (
 // turn into Java's hashCode() (POJO, Kryo, Avro, Scala, arrays, enums, or a
 // class it does not know). It wraps snapshotfmt.ErrUnsupported, so commands
 // map it to the "damaged or unsupported input" exit code.
-var ErrUnsupportedKey = fmt.Errorf("unsupported Flink key type: %w", snapshotfmt.ErrUnsupported)
+var ErrUnsupportedKey error = unsupportedKeyError{}
 
-// Codec handles one Flink key serializer's binary format.
+type unsupportedKeyError struct{}
+
+func (unsupportedKeyError) Error() string        { return "unsupported Flink key type" }
+func (unsupportedKeyError) Is(target error) bool { return target == snapshotfmt.ErrUnsupported }
+
+// supportedKeys is the advice every refusal ends with.
+const supportedKeys = "rebucket rehashes keys of Flink's built-in String, Long, Integer, Short, Byte, Boolean, Character, Double and Float serializers, Tuples and Rows of them, and Table/SQL (RowData) keys"
+
+// Codec handles one Flink key serializer's binary format. Codecs hold no
+// state: one may be used by any number of goroutines.
 type Codec interface {
 	// Name is a short spelling of the type, e.g. "String", "Long",
 	// "Tuple2<String,Long>".
@@ -73,9 +82,9 @@ type Spec struct {
 	// Class is the snapshot class name.
 	Class string
 	// OuterVersion and Outer are a CompositeTypeSerializerSnapshot's outer
-	// snapshot version and body bytes. Outer == nil means "not known": then a
-	// Tuple is taken to be Flink's own TupleN and a Row to carry its row kind
-	// (the format of every Flink since 1.11).
+	// snapshot version and body bytes (0 and nil when not known). A Tuple
+	// without Outer is taken to be Flink's own TupleN; a Row without either
+	// to carry its row kind (the format of every Flink since 1.11).
 	OuterVersion int
 	Outer        []byte
 	// Nested are the nested serializer snapshots (Tuple and Row fields).
@@ -177,7 +186,7 @@ func tupleFor(s Spec, depth int) (field, error) {
 
 func rowFor(s Spec, depth int) (field, error) {
 	rowKind := true
-	if s.Outer != nil {
+	if s.Outer != nil || s.OuterVersion > 0 {
 		switch {
 		case s.OuterVersion < 3:
 			rowKind = false
@@ -232,7 +241,7 @@ func unsupported(class string) error {
 	case strings.Contains(class, "Enum"):
 		why = "enums hash by identity in Java; Flink refuses them as keys"
 	}
-	return fmt.Errorf("%w: key serializer %s: %s", ErrUnsupportedKey, class, why)
+	return fmt.Errorf("%w: key serializer %s: %s; %s", ErrUnsupportedKey, class, why, supportedKeys)
 }
 
 func shortClass(c string) string {
@@ -248,4 +257,27 @@ func corruptf(format string, args ...any) error {
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", snapshotfmt.ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// LenHash is Len and HashCode in one pass over b: the length of the key at
+// the start of b and the Java hashCode of that key. Rewriting calls it once
+// per entry, so it avoids reading each key twice.
+func LenHash(c Codec, b []byte) (int, int32, error) {
+	kc, ok := c.(keyCodec)
+	if !ok {
+		n, err := c.Len(b)
+		if err != nil {
+			return 0, 0, err
+		}
+		h, err := c.HashCode(b[:n])
+		return n, h, err
+	}
+	n, h, null, _, err := kc.f.read(b, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	if null {
+		return 0, 0, corruptf("%s key is null (Flink never stores null keys)", kc.f.name())
+	}
+	return n, h, nil
 }

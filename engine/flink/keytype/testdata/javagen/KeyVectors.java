@@ -43,6 +43,7 @@ public class KeyVectors {
             throw new IllegalStateException("round trip changed " + key + " to " + back);
         }
         int hash = back.hashCode();
+        snapshot(label, ser);
         StringBuilder sb = new StringBuilder();
         sb.append(label).append('\t');
         sb.append(ser.snapshotConfiguration().getClass().getName()).append('\t');
@@ -68,6 +69,17 @@ public class KeyVectors {
     }
 
     static List<String> rowFields = new ArrayList<>();
+
+    // snapshots: label -> TypeSerializerSnapshotSerializationUtil.writeSerializerSnapshot bytes,
+    // what the keyed-state header holds right after its version and compression flag.
+    static java.util.LinkedHashMap<String, String> snapshots = new java.util.LinkedHashMap<>();
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static void snapshot(String label, TypeSerializer ser) throws Exception {
+        DataOutputSerializer o = new DataOutputSerializer(256);
+        org.apache.flink.api.common.typeutils.TypeSerializerSnapshotSerializationUtil.writeSerializerSnapshot(o, ser.snapshotConfiguration());
+        snapshots.put(label, HexFormat.of().formatHex(o.getCopyOfBuffer()));
+    }
 
     public static void main(String[] args) throws Exception {
         out = new PrintStream(System.out, true, StandardCharsets.UTF_8);
@@ -149,6 +161,33 @@ public class KeyVectors {
         emitRowData("RowData<INT>", ri, GenericRowData.of(-1));
         RowDataSerializer r0 = new RowDataSerializer(new LogicalType[] {});
         emitRowData("RowData<>", r0, GenericRowData.of());
+
+        TupleSerializer inner = new TupleSerializer<>((Class) Tuple2.class, new TypeSerializer[] {StringSerializer.INSTANCE, IntSerializer.INSTANCE});
+        snapshot("Tuple2<Tuple2<String,Integer>,Long>", new TupleSerializer<>((Class) Tuple2.class, new TypeSerializer[] {inner, LongSerializer.INSTANCE}));
+        snapshot("Row<Tuple2<String,Integer>,Boolean>", new RowSerializer(new TypeSerializer[] {inner, BooleanSerializer.INSTANCE}));
+        snapshot("BinaryRowData", new org.apache.flink.table.runtime.typeutils.BinaryRowDataSerializer(2));
+        org.apache.flink.api.common.serialization.SerializerConfigImpl cfg = new org.apache.flink.api.common.serialization.SerializerConfigImpl();
+        TypeSerializer kryo = new org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializer<>(java.util.UUID.class, cfg);
+        snapshot("!Kryo", kryo);
+        snapshot("!Tuple2<String,Kryo>", new TupleSerializer<>((Class) Tuple2.class, new TypeSerializer[] {StringSerializer.INSTANCE, kryo}));
+        snapshot("!MyTuple2", new TupleSerializer<>((Class) MyTuple2.class, new TypeSerializer[] {StringSerializer.INSTANCE, LongSerializer.INSTANCE}));
+
+        if (args.length > 0) {
+            try (PrintStream ps = new PrintStream(args[0], StandardCharsets.UTF_8)) {
+                ps.println("# Flink 2.3.0 serializer snapshots as the keyed-state header holds them (writeSerializerSnapshot): label (! = must be refused), hex");
+                for (java.util.Map.Entry<String, String> e : snapshots.entrySet()) {
+                    ps.println(e.getKey() + "\t" + e.getValue());
+                }
+            }
+        }
+    }
+
+    /** A user subclass of Tuple2 may override hashCode: rebucket must refuse it. */
+    public static class MyTuple2 extends Tuple2<String, Long> {
+        @Override
+        public int hashCode() {
+            return 1;
+        }
     }
 
     static void emitRowData(String label, RowDataSerializer ser, GenericRowData row) throws Exception {
