@@ -1,8 +1,10 @@
 package flink
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"github.com/rebucket/rebucket/engine/flink/keytype"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,5 +84,46 @@ func TestRealPojoKeyRefused(t *testing.T) {
 	rep, err := Verify(context.Background(), "testdata/probe-pojo-heap", ScanOptions{})
 	if err != nil || rep.FindingsTotal == 0 || !strings.Contains(rep.Findings[0].Problem, "cannot be rehashed") {
 		t.Fatalf("%v %+v", err, rep)
+	}
+}
+
+func TestLocate(t *testing.T) {
+	sp, err := Open("testdata/probe-heap-files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := keytype.ForName("string")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := c.Encode("k42")
+	locs, err := sp.Locate(context.Background(), c, key)
+	if err != nil || len(locs) != 1 {
+		t.Fatalf("%v %+v", err, locs)
+	}
+	// research §6: "k42" -> key group 7 of 8, subtask 1.
+	l := locs[0]
+	if l.KeyGroup != 7 || l.Subtask != 1 || len(l.Entries) != 2 {
+		t.Fatalf("%+v", l)
+	}
+	for _, e := range l.Entries {
+		switch e.State {
+		case "count":
+			if !bytes.Equal(e.Value, []byte{0, 0, 0, 0, 0, 0, 0, 1}) {
+				t.Fatalf("count %x", e.Value)
+			}
+		case "_timer_state/event_user-timers":
+			if e.Timestamp != -1042 {
+				t.Fatalf("timer %d", e.Timestamp)
+			}
+		default:
+			t.Fatalf("state %s", e.State)
+		}
+	}
+	lc, _ := keytype.ForName("long")
+	key, _ = lc.Encode("-100")
+	locs, err = sp.Locate(context.Background(), lc, key)
+	if err != nil || len(locs) != 1 || len(locs[0].Entries) != 3 {
+		t.Fatalf("%v %+v", err, locs)
 	}
 }
