@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"github.com/rebucket/rebucket/engine/flink/keytype"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,5 +126,53 @@ func TestLocate(t *testing.T) {
 	locs, err = sp.Locate(context.Background(), lc, key)
 	if err != nil || len(locs) != 1 || len(locs[0].Entries) != 3 {
 		t.Fatalf("%v %+v", err, locs)
+	}
+}
+
+// TestRewriteBelowParallelism: Flink refuses to load an operator whose
+// parallelism is above its max parallelism, so a max parallelism below
+// the parallelism drops the subtasks above it (keyed state is regrouped,
+// empty subtasks go), or refuses when they hold operator state.
+func TestRewriteBelowParallelism(t *testing.T) {
+	ctx := context.Background()
+	out := filepath.Join(t.TempDir(), "o")
+	if _, err := Rewrite(ctx, "testdata/probe-heap-files", out, RewriteOptions{MaxParallelism: 1}); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range sp.Meta.Operators {
+		if op.Parallelism > op.MaxParallelism {
+			t.Fatalf("%s: parallelism %d above max parallelism %d", op.Label(), op.Parallelism, op.MaxParallelism)
+		}
+		for _, st := range op.Subtasks {
+			if st.Index >= op.Parallelism {
+				t.Fatalf("%s: subtask %d at parallelism %d", op.Label(), st.Index, op.Parallelism)
+			}
+		}
+	}
+	if eq, err := Equal(ctx, "testdata/probe-heap-files", out, ScanOptions{}); err != nil || !eq.Equal {
+		t.Fatalf("%v %+v", err, eq)
+	}
+	// spa-8 runs src at parallelism 2; its subtask 1 holds an empty
+	// offset list, which may go.
+	if _, err := Rewrite(ctx, "testdata/probe-spa-8", filepath.Join(t.TempDir(), "o"), RewriteOptions{MaxParallelism: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Operator state on a subtask that would have to go is refused.
+	dir := copySavepoint(t, "probe-spa-8")
+	sp, _ = Open(dir)
+	src := findOp(sp.Meta, "src")
+	src.Subtasks[1].ManagedOperator = src.Subtasks[0].ManagedOperator
+	writeMeta(t, dir, sp.Meta)
+	out = filepath.Join(t.TempDir(), "o")
+	_, err = Rewrite(ctx, dir, out, RewriteOptions{MaxParallelism: 1})
+	if !errors.Is(err, snapshotfmt.ErrRefused) || !strings.Contains(err.Error(), `"src"`) {
+		t.Fatalf("%v", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("target written")
 	}
 }

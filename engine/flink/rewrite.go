@@ -134,6 +134,9 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 			return nil, fmt.Errorf("cannot rehash: %w; nothing was written", k.codecErr)
 		}
 	}
+	if err := checkNarrowing(sp.Meta, m); err != nil {
+		return nil, err
+	}
 	res := &RewriteResult{Source: src, Target: dst, FromMaxParallelism: sp.MaxParallelism(), MaxParallelism: m}
 
 	tmp := filepath.Join(filepath.Dir(absDst), fsx.TempName(TempPrefix))
@@ -175,11 +178,20 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	for i, op := range sp.Meta.Operators {
 		nop := *op
 		nop.MaxParallelism = int32(m)
-		nop.Subtasks = make([]*SubtaskState, len(op.Subtasks))
-		for j, st := range op.Subtasks {
+		// Flink refuses to load an operator whose parallelism exceeds its
+		// max parallelism: above m, subtasks go (checkNarrowing made sure
+		// they hold nothing but keyed state, which is regrouped anyway).
+		nop.Subtasks = nil
+		if nop.Parallelism > int32(m) {
+			nop.Parallelism = int32(m)
+		}
+		for _, st := range op.Subtasks {
+			if st.Index >= nop.Parallelism {
+				continue
+			}
 			c := *st
 			c.ManagedKeyed = nil
-			nop.Subtasks[j] = &c
+			nop.Subtasks = append(nop.Subtasks, &c)
 		}
 		newMD.Operators[i] = &nop
 		k := byOp[op]
@@ -248,6 +260,39 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 		return res, err
 	}
 	return res, nil
+}
+
+// checkNarrowing refuses a max parallelism below an operator's
+// parallelism when a subtask that would have to go holds state other than
+// keyed state (operator, channel state): it could not be carried.
+func checkNarrowing(md *Metadata, m int) error {
+	for _, op := range md.Operators {
+		if int(op.Parallelism) <= m {
+			continue
+		}
+		for _, st := range op.Subtasks {
+			if int(st.Index) < m || st.Finished {
+				continue
+			}
+			if !emptyOperatorState(st.ManagedOperator) || !emptyOperatorState(st.RawOperator) || len(st.InputChannels)+len(st.OutputChannels) > 0 {
+				return fmt.Errorf("%w: operator %s runs at parallelism %d and its subtask %d holds operator state; Flink cannot load an operator whose parallelism is above its max parallelism %d, and that state cannot be moved; choose a max parallelism of at least %d, or take the savepoint from a job running at parallelism %d or less; nothing was written", snapshotfmt.ErrRefused, op.Label(), op.Parallelism, st.Index, m, op.Parallelism, m)
+			}
+		}
+	}
+	return nil
+}
+
+// emptyOperatorState: no handle, or one whose states have no partitions.
+func emptyOperatorState(h *OperatorStateHandle) bool {
+	if h == nil {
+		return true
+	}
+	for _, s := range h.States {
+		if len(s.Offsets) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func writeFileSync(p string, b []byte) error {
