@@ -23,7 +23,8 @@ import (
 )
 
 // Progress receives progress of long work, in bytes of keyed state read.
-// internal/progress.Reporter satisfies it.
+// Add is called from several goroutines at once. internal/progress.Reporter
+// satisfies it.
 type Progress interface {
 	Start(total int64, what string)
 	Add(n int64)

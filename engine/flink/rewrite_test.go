@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rebucket/rebucket/engine/flink/keytype"
@@ -139,13 +140,15 @@ func TestRewriteRefusals(t *testing.T) {
 	}
 }
 
+// countingProgress is safe for the concurrent Add calls Progress allows.
 type countingProgress struct {
-	total, done int64
-	started     int
+	total   int64
+	done    atomic.Int64
+	started int
 }
 
 func (p *countingProgress) Start(total int64, _ string) { p.total = total; p.started++ }
-func (p *countingProgress) Add(n int64)                 { p.done += n }
+func (p *countingProgress) Add(n int64)                 { p.done.Add(n) }
 func (p *countingProgress) Finish()                     {}
 
 func TestRewriteProgressAndCancel(t *testing.T) {
@@ -156,7 +159,7 @@ func TestRewriteProgressAndCancel(t *testing.T) {
 	}
 	// Progress counts the bytes of the key-group sections, out of the
 	// streams' total (headers included).
-	if p.started != 1 || p.total <= 0 || p.done <= 0 || p.done > p.total {
+	if d := p.done.Load(); p.started != 1 || p.total <= 0 || d <= 0 || d > p.total {
 		t.Fatalf("progress %+v", p)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
