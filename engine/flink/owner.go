@@ -152,7 +152,7 @@ func (o *owner) spill() error {
 		return nil
 	}
 	counts := o.grouped()
-	p := filepath.Join(o.spillDir, fsx.TempName(".rebucket-flink-spill-"))
+	p := filepath.Join(o.spillDir, fsx.TempName(SpillPrefix))
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("spill: %w", err)

@@ -85,6 +85,13 @@ type RewriteOperator struct {
 // target (the rest: process id and a random suffix, see fsx.TempName).
 const TempPrefix = ".rebucket-flink-"
 
+// SpillPrefix starts the name of every spill file Rewrite writes into
+// RewriteOptions.TmpDir (removed when it ends; after a crash,
+// fsx.RemoveStale(nil, dir, SpillPrefix) removes those of dead processes,
+// as fsx.RemoveStale(nil, dir, TempPrefix) does for temporary directories
+// beside a target).
+const SpillPrefix = ".rebucket-flink-spill-"
+
 // Rewrite writes the canonical savepoint src with max parallelism
 // opts.MaxParallelism into the new directory dst: every keyed entry gets
 // the key group of its key under the new max parallelism (timers too),
