@@ -522,7 +522,7 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 		handles = append(handles, o.handle)
 		ro.Entries += o.entries
 		ro.Bytes += o.handle.Delegate.Size
-		st.runs += len(o.runs)
+		st.runs += o.spills
 		st.bytes += o.spilled
 		o.cleanup()
 	}

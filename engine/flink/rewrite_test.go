@@ -173,3 +173,25 @@ func TestRewriteProgressAndCancel(t *testing.T) {
 		t.Fatalf("left behind after cancel: %v", ents)
 	}
 }
+
+// TestRewriteTinyMemory: a budget far below the state spills many runs,
+// which are merged in passes of at most maxRuns; the result is still
+// equal to the source.
+func TestRewriteTinyMemory(t *testing.T) {
+	ctx := context.Background()
+	src := filepath.Join(t.TempDir(), "src")
+	if err := Generate(src, GenerateOptions{Keys: 100000, Compressed: true}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "o")
+	res, err := Rewrite(ctx, src, out, RewriteOptions{MaxParallelism: 256, Memory: 64 << 10, Files: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SpilledRuns <= maxRuns {
+		t.Fatalf("expected more than %d spilled runs: %+v", maxRuns, res)
+	}
+	if eq, err := Equal(ctx, src, out, ScanOptions{}); err != nil || !eq.Equal {
+		t.Fatalf("%v %+v", err, eq)
+	}
+}
