@@ -34,10 +34,14 @@ var genStrHeader []byte
 //go:embed gentemplate/long-agg.header
 var genLongHeader []byte
 
+// longKeyShift: the probe's long-agg key is i-100 (probe.Probe.LONG_KEY_SHIFT),
+// so negative keys exercise Long.hashCode's sign handling.
+const longKeyShift = 100
+
 // GenerateOptions size a generated savepoint.
 type GenerateOptions struct {
 	// Keys per keyed operator (str-counter: "k0".."k<Keys-1>", long-agg:
-	// Long keys i-Keys/2).
+	// Long keys i-100, as probe.Probe).
 	Keys int
 	// MaxParallelism of every operator (default 8).
 	MaxParallelism int
@@ -88,7 +92,7 @@ func Generate(dir string, opts GenerateOptions) error {
 	for i := 0; i < n; i++ {
 		sbuf = fmt.Appendf(sbuf[:0], "k%d", i)
 		strKG[i] = int32(keytype.KeyGroup(keytype.StringHashCode(string(sbuf)), m))
-		v := int64(i - n/2)
+		v := int64(i) - longKeyShift
 		longKG[i] = int32(keytype.KeyGroup(int32(uint64(v)^uint64(v)>>32), m))
 	}
 	strIdx, strStart := bucket(strKG, m)
@@ -169,7 +173,7 @@ func Generate(dir string, opts GenerateOptions) error {
 				}
 				// Template header: 0 events (LIST), 1 tags (MAP), 3 event timers.
 				for _, i := range keys {
-					key = binary.BigEndian.AppendUint64(prefix(kg), uint64(int64(i)-int64(n/2)))
+					key = binary.BigEndian.AppendUint64(prefix(kg), uint64(int64(i)-longKeyShift))
 					key = append(key, 0)
 					val = binary.BigEndian.AppendUint64(val[:0], uint64(i))
 					if err := sw.Add(0, key, val); err != nil {
@@ -177,7 +181,7 @@ func Generate(dir string, opts GenerateOptions) error {
 					}
 				}
 				for _, i := range keys {
-					key = binary.BigEndian.AppendUint64(prefix(kg), uint64(int64(i)-int64(n/2)))
+					key = binary.BigEndian.AppendUint64(prefix(kg), uint64(int64(i)-longKeyShift))
 					key = append(key, 0, 3, 't', byte('0'+i%3))
 					val = binary.BigEndian.AppendUint64(append(val[:0], 0), 1)
 					if err := sw.Add(1, key, val); err != nil {
@@ -185,7 +189,7 @@ func Generate(dir string, opts GenerateOptions) error {
 					}
 				}
 				for _, i := range keys {
-					k := int64(i) - int64(n/2)
+					k := int64(i) - longKeyShift
 					key = binary.BigEndian.AppendUint64(prefix(kg), uint64(1000000+k)^1<<63)
 					key = binary.BigEndian.AppendUint64(key, uint64(k))
 					key = append(key, 0)

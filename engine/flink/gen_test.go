@@ -86,3 +86,41 @@ func TestForEachEntryDecodesProbeKeys(t *testing.T) {
 		t.Fatalf("%v %v", err, seen)
 	}
 }
+
+func TestRewriteEdgeCases(t *testing.T) {
+	ctx := context.Background()
+	// No keys: header-only keyed streams.
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := Generate(empty, GenerateOptions{Keys: 0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []int{1, 16, 300} {
+		out := filepath.Join(t.TempDir(), "o")
+		res, err := Rewrite(ctx, empty, out, RewriteOptions{MaxParallelism: m})
+		if err != nil || res.Entries != 0 {
+			t.Fatalf("empty -> %d: %v %+v", m, err, res)
+		}
+		if eq, err := Equal(ctx, empty, out, ScanOptions{}); err != nil || !eq.Equal {
+			t.Fatalf("%v %+v", err, eq)
+		}
+	}
+	// Max parallelism 1 (one key group, one file) and back up to 4096.
+	one := filepath.Join(t.TempDir(), "one")
+	if _, err := Rewrite(ctx, "testdata/probe-rocksdb-files", one, RewriteOptions{MaxParallelism: 1}); err != nil {
+		t.Fatal(err)
+	}
+	back := filepath.Join(t.TempDir(), "back")
+	if _, err := Rewrite(ctx, one, back, RewriteOptions{MaxParallelism: 4096, Files: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if eq, err := Equal(ctx, "testdata/probe-rocksdb-files", back, ScanOptions{}); err != nil || !eq.Equal {
+		t.Fatalf("%v %+v", err, eq)
+	}
+	sp, _ := Open(back)
+	if err := sp.CheckWidth(4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.CheckWidth(4097); err == nil {
+		t.Fatal("width above max parallelism accepted")
+	}
+}

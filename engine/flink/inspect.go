@@ -186,9 +186,8 @@ func (sp *Savepoint) scan(ctx context.Context, opts ScanOptions) (*Report, error
 	accs := map[*keyedOp]*opAcc{}
 	var total int64
 	for _, op := range md.Operators {
-		if int(op.MaxParallelism) != rep.MaxParallelism {
-			fs.add(Finding{Operator: op.Label(), Subtask: -1, KeyGroup: -1, Problem: fmt.Sprintf("max parallelism %d differs from the keyed operators' %d; Flink checks every operator", op.MaxParallelism, rep.MaxParallelism)})
-		}
+		// Operators may differ in max parallelism (it is set per job
+		// vertex); each keyed operator is checked against its own.
 		k := byOp[op]
 		if k == nil {
 			continue

@@ -26,6 +26,7 @@ type owner struct {
 	budget   int64
 	spillDir string
 	name     string
+	chunk    int // arena chunk size, from the budget
 
 	// Buffered entries live in fixed-size chunks (no copying on growth,
 	// exact accounting); rec.off is chunk<<32 | offset.
@@ -36,13 +37,18 @@ type owner struct {
 	order   []int32 // grouping permutation, reused
 	runs    []*run
 	spilled int64
+	spills  int // runs written (before merging)
 	entries uint64
 	handle  *KeyedHandle
 }
 
 const (
-	chunkSize = 4 << 20
-	recBlock  = 1 << 15
+	maxChunk = 4 << 20
+	minChunk = 64 << 10
+	recBlock = 1 << 13
+	// maxRuns bounds the runs merged at once (open files and read
+	// buffers); more are first merged into one.
+	maxRuns = 32
 )
 
 type run struct {
@@ -70,10 +76,13 @@ func (o *owner) place(b []byte) int64 {
 	n := len(o.chunks)
 	if n == 0 || cap(o.chunks[n-1])-len(o.chunks[n-1]) < len(b) {
 		var c []byte
-		if len(o.free) > 0 && len(b) <= chunkSize {
+		if o.chunk == 0 {
+			o.chunk = int(min(max(o.budget/16, minChunk), maxChunk))
+		}
+		if len(o.free) > 0 && len(b) <= cap(o.free[len(o.free)-1]) {
 			c, o.free = o.free[len(o.free)-1][:0], o.free[:len(o.free)-1]
 		} else {
-			c = make([]byte, 0, max(chunkSize, len(b)))
+			c = make([]byte, 0, max(o.chunk, len(b)))
 		}
 		o.chunks = append(o.chunks, c)
 		n++
@@ -152,12 +161,13 @@ func (o *owner) spill() error {
 		return nil
 	}
 	counts := o.grouped()
-	p := filepath.Join(o.spillDir, fsx.TempName(".rebucket-flink-spill-"))
+	p := filepath.Join(o.spillDir, fsx.TempName(SpillPrefix))
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("spill: %w", err)
 	}
 	o.runs = append(o.runs, &run{path: p, counts: counts})
+	o.spills++
 	w := bufio.NewWriterSize(f, 256<<10)
 	var hdr [8]byte
 	for _, i := range o.order {
@@ -176,6 +186,61 @@ func (o *owner) spill() error {
 		return fmt.Errorf("spill: %w", err)
 	}
 	o.reset()
+	if len(o.runs) >= maxRuns {
+		return o.compact()
+	}
+	return nil
+}
+
+// compact merges all runs into one, slot by slot; each run is read once,
+// sequentially.
+func (o *owner) compact() error {
+	p := filepath.Join(o.spillDir, fsx.TempName(SpillPrefix))
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("spill: %w", err)
+	}
+	merged := &run{path: p, counts: make([]int32, o.slots())}
+	w := bufio.NewWriterSize(f, 256<<10)
+	err = func() error {
+		readers := make([]*bufio.Reader, len(o.runs))
+		for i, r := range o.runs {
+			rf, err := os.Open(r.path)
+			if err != nil {
+				return err
+			}
+			defer rf.Close()
+			readers[i] = bufio.NewReaderSize(rf, 64<<10)
+		}
+		var hdr [8]byte
+		for slot := range merged.counts {
+			for i, r := range o.runs {
+				for c := r.counts[slot]; c > 0; c-- {
+					if _, err := io.ReadFull(readers[i], hdr[:]); err != nil {
+						return fmt.Errorf("read spill run: %w", err)
+					}
+					n := int64(binary.BigEndian.Uint32(hdr[:4])) + int64(binary.BigEndian.Uint32(hdr[4:]))
+					w.Write(hdr[:])
+					if _, err := io.CopyN(w, readers[i], n); err != nil {
+						return fmt.Errorf("read spill run: %w", err)
+					}
+				}
+				merged.counts[slot] += r.counts[slot]
+			}
+		}
+		return w.Flush()
+	}()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(p)
+		return fmt.Errorf("merge spill runs: %w", err)
+	}
+	for _, r := range o.runs {
+		os.Remove(r.path)
+	}
+	o.runs = []*run{merged}
 	return nil
 }
 

@@ -23,7 +23,8 @@ import (
 )
 
 // Progress receives progress of long work, in bytes of keyed state read.
-// internal/progress.Reporter satisfies it.
+// Add is called from several goroutines at once. internal/progress.Reporter
+// satisfies it.
 type Progress interface {
 	Start(total int64, what string)
 	Add(n int64)
@@ -84,6 +85,13 @@ type RewriteOperator struct {
 // target (the rest: process id and a random suffix, see fsx.TempName).
 const TempPrefix = ".rebucket-flink-"
 
+// SpillPrefix starts the name of every spill file Rewrite writes into
+// RewriteOptions.TmpDir (removed when it ends; after a crash,
+// fsx.RemoveStale(nil, dir, SpillPrefix) removes those of dead processes,
+// as fsx.RemoveStale(nil, dir, TempPrefix) does for temporary directories
+// beside a target).
+const SpillPrefix = ".rebucket-flink-spill-"
+
 // Rewrite writes the canonical savepoint src with max parallelism
 // opts.MaxParallelism into the new directory dst: every keyed entry gets
 // the key group of its key under the new max parallelism (timers too),
@@ -134,6 +142,9 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 			return nil, fmt.Errorf("cannot rehash: %w; nothing was written", k.codecErr)
 		}
 	}
+	if err := checkNarrowing(sp.Meta, m); err != nil {
+		return nil, err
+	}
 	res := &RewriteResult{Source: src, Target: dst, FromMaxParallelism: sp.MaxParallelism(), MaxParallelism: m}
 
 	tmp := filepath.Join(filepath.Dir(absDst), fsx.TempName(TempPrefix))
@@ -175,11 +186,20 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	for i, op := range sp.Meta.Operators {
 		nop := *op
 		nop.MaxParallelism = int32(m)
-		nop.Subtasks = make([]*SubtaskState, len(op.Subtasks))
-		for j, st := range op.Subtasks {
+		// Flink refuses to load an operator whose parallelism exceeds its
+		// max parallelism: above m, subtasks go (checkNarrowing made sure
+		// they hold nothing but keyed state, which is regrouped anyway).
+		nop.Subtasks = nil
+		if nop.Parallelism > int32(m) {
+			nop.Parallelism = int32(m)
+		}
+		for _, st := range op.Subtasks {
+			if st.Index >= nop.Parallelism {
+				continue
+			}
 			c := *st
 			c.ManagedKeyed = nil
-			nop.Subtasks[j] = &c
+			nop.Subtasks = append(nop.Subtasks, &c)
 		}
 		newMD.Operators[i] = &nop
 		k := byOp[op]
@@ -248,6 +268,39 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 		return res, err
 	}
 	return res, nil
+}
+
+// checkNarrowing refuses a max parallelism below an operator's
+// parallelism when a subtask that would have to go holds state other than
+// keyed state (operator, channel state): it could not be carried.
+func checkNarrowing(md *Metadata, m int) error {
+	for _, op := range md.Operators {
+		if int(op.Parallelism) <= m {
+			continue
+		}
+		for _, st := range op.Subtasks {
+			if int(st.Index) < m || st.Finished {
+				continue
+			}
+			if !emptyOperatorState(st.ManagedOperator) || !emptyOperatorState(st.RawOperator) || len(st.InputChannels)+len(st.OutputChannels) > 0 {
+				return fmt.Errorf("%w: operator %s runs at parallelism %d and its subtask %d holds operator state; Flink cannot load an operator whose parallelism is above its max parallelism %d, and that state cannot be moved; choose a max parallelism of at least %d, or take the savepoint from a job running at parallelism %d or less; nothing was written", snapshotfmt.ErrRefused, op.Label(), op.Parallelism, st.Index, m, op.Parallelism, m)
+			}
+		}
+	}
+	return nil
+}
+
+// emptyOperatorState: no handle, or one whose states have no partitions.
+func emptyOperatorState(h *OperatorStateHandle) bool {
+	if h == nil {
+		return true
+	}
+	for _, s := range h.States {
+		if len(s.Offsets) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func writeFileSync(p string, b []byte) error {
@@ -469,7 +522,7 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 		handles = append(handles, o.handle)
 		ro.Entries += o.entries
 		ro.Bytes += o.handle.Delegate.Size
-		st.runs += len(o.runs)
+		st.runs += o.spills
 		st.bytes += o.spilled
 		o.cleanup()
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rebucket/rebucket/engine/flink/keytype"
@@ -136,5 +137,61 @@ func TestRewriteRefusals(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, ".rebucket-*"))
 	if len(left) != 0 {
 		t.Fatalf("left behind: %v", left)
+	}
+}
+
+// countingProgress is safe for the concurrent Add calls Progress allows.
+type countingProgress struct {
+	total   int64
+	done    atomic.Int64
+	started int
+}
+
+func (p *countingProgress) Start(total int64, _ string) { p.total = total; p.started++ }
+func (p *countingProgress) Add(n int64)                 { p.done.Add(n) }
+func (p *countingProgress) Finish()                     {}
+
+func TestRewriteProgressAndCancel(t *testing.T) {
+	src := "testdata/probe-heap-files"
+	p := &countingProgress{}
+	if _, err := Rewrite(context.Background(), src, filepath.Join(t.TempDir(), "o"), RewriteOptions{MaxParallelism: 128, Progress: p}); err != nil {
+		t.Fatal(err)
+	}
+	// Progress counts the bytes of the key-group sections, out of the
+	// streams' total (headers included).
+	if d := p.done.Load(); p.started != 1 || p.total <= 0 || d <= 0 || d > p.total {
+		t.Fatalf("progress %+v", p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := t.TempDir()
+	_, err := Rewrite(ctx, src, filepath.Join(dir, "o"), RewriteOptions{MaxParallelism: 128})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("left behind after cancel: %v", ents)
+	}
+}
+
+// TestRewriteTinyMemory: a budget far below the state spills many runs,
+// which are merged in passes of at most maxRuns; the result is still
+// equal to the source.
+func TestRewriteTinyMemory(t *testing.T) {
+	ctx := context.Background()
+	src := filepath.Join(t.TempDir(), "src")
+	if err := Generate(src, GenerateOptions{Keys: 100000, Compressed: true}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "o")
+	res, err := Rewrite(ctx, src, out, RewriteOptions{MaxParallelism: 256, Memory: 64 << 10, Files: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SpilledRuns <= maxRuns {
+		t.Fatalf("expected more than %d spilled runs: %+v", maxRuns, res)
+	}
+	if eq, err := Equal(ctx, src, out, ScanOptions{}); err != nil || !eq.Equal {
+		t.Fatalf("%v %+v", err, eq)
 	}
 }

@@ -159,3 +159,18 @@ func (sp *Savepoint) openHandle(h *StreamHandle) (io.ReaderAt, int64, io.Closer,
 	}
 	return f, fi.Size(), f, p, nil
 }
+
+// CheckWidth tells whether Flink can start the savepoint's keyed operators
+// at parallelism p: p must not exceed the max parallelism (Flink refuses
+// "The maximum parallelism (M) of the restored state is lower than the
+// configured parallelism (p)").
+func (sp *Savepoint) CheckWidth(p int) error {
+	m := sp.MaxParallelism()
+	if p < 1 {
+		return fmt.Errorf("%w: parallelism %d", snapshotfmt.ErrInvalidArgument, p)
+	}
+	if p > m {
+		return fmt.Errorf("%w: parallelism %d is above the savepoint's max parallelism %d: Flink refuses to restore it; rewrite it to a max parallelism of at least %d first", snapshotfmt.ErrRefused, p, m, p)
+	}
+	return nil
+}

@@ -79,7 +79,7 @@ func (sp *Savepoint) openKeyedOps() ([]*keyedOp, error) {
 		}
 		k.codec, k.codecErr = keytype.ForSpec(k.header.Key.Spec())
 		if k.codecErr != nil {
-			k.codecErr = fmt.Errorf("operator %s (keyed states %s): key serializer %s: %w", op.Label(), k.stateNames(), k.header.Key.Class, k.codecErr)
+			k.codecErr = fmt.Errorf("operator %s (keyed states %s): %w", op.Label(), k.stateNames(), k.codecErr)
 		}
 	}
 	return ops, nil
@@ -144,11 +144,11 @@ func (k *keyedOp) hashKey(st *StateMeta, key []byte, prefix int) (int32, error) 
 	if len(key) < s {
 		return 0, fmt.Errorf("%w: key %x of state %q is shorter than its prefix", snapshotfmt.ErrCorrupt, key, JavaString(st.Name))
 	}
-	n, err := k.codec.Len(key[s:])
+	_, h, err := keytype.LenHash(k.codec, key[s:])
 	if err != nil {
 		return 0, fmt.Errorf("state %q key %x: %w", JavaString(st.Name), key, err)
 	}
-	return k.codec.HashCode(key[s : s+n])
+	return h, nil
 }
 
 type xxh3Uint128 = xxh3.Uint128

@@ -168,6 +168,48 @@ func (s *sectionReader) bytes(buf []byte, min int) ([]byte, error) {
 	return buf, s.readFull(buf)
 }
 
+// entry reads one key/value pair. While the pair fits in the buffered
+// reader it is returned as slices of the reader's buffer (no copy), valid
+// until the next read; larger pairs are copied into reusable buffers.
+func (s *sectionReader) entry() (key, val []byte, err error) {
+	hdr, err := s.br.Peek(4)
+	if err != nil {
+		return nil, nil, err
+	}
+	kl := int64(int32(binary.BigEndian.Uint32(hdr)))
+	if kl < 1 || kl > s.limit || (s.remaining >= 0 && kl+8 > s.remaining) {
+		return nil, nil, fmt.Errorf("key length %d out of bounds", kl)
+	}
+	if n := 8 + int(kl); n <= s.br.Size() {
+		b, err := s.br.Peek(n)
+		if err != nil {
+			return nil, nil, err
+		}
+		vl := int64(int32(binary.BigEndian.Uint32(b[4+kl:])))
+		if vl < 0 || vl > s.limit || (s.remaining >= 0 && kl+8+vl > s.remaining) {
+			return nil, nil, fmt.Errorf("value length %d out of bounds", vl)
+		}
+		if t := n + int(vl); t <= s.br.Size() {
+			b, err := s.br.Peek(t)
+			if err != nil {
+				return nil, nil, err
+			}
+			s.br.Discard(t)
+			if s.remaining >= 0 {
+				s.remaining -= int64(t)
+			}
+			return b[4 : 4+kl], b[8+kl : t], nil
+		}
+	}
+	if s.key, err = s.bytes(s.key, 1); err != nil {
+		return nil, nil, err
+	}
+	if s.val, err = s.bytes(s.val, 0); err != nil {
+		return nil, nil, err
+	}
+	return s.key, s.val, nil
+}
+
 // ReadSection calls fn for every entry of the section, in stream order.
 func (ks *KeyedStream) ReadSection(sec Section, rd *sectionReader, fn func(Entry) error) (SectionStats, error) {
 	var st SectionStats
@@ -209,16 +251,14 @@ func (ks *KeyedStream) ReadSection(sec Section, rd *sectionReader, fn func(Entry
 		if id >= nStates {
 			return st, bad(fmt.Errorf("state id %d, the header declares %d states", id, nStates), "state id")
 		}
-		if rd.key, err = rd.bytes(rd.key, 1); err != nil {
-			return st, bad(err, "key")
+		key, val, err := rd.entry()
+		if err != nil {
+			return st, bad(err, "entry")
 		}
-		if rd.val, err = rd.bytes(rd.val, 0); err != nil {
-			return st, bad(err, "value")
-		}
-		last := rd.key[0]&metaFollowsFlag != 0
-		rd.key[0] &^= metaFollowsFlag
+		last := key[0]&metaFollowsFlag != 0
+		key[0] &^= metaFollowsFlag
 		st.Entries++
-		if err := fn(Entry{StateID: id, Key: rd.key, Value: rd.val}); err != nil {
+		if err := fn(Entry{StateID: id, Key: key, Value: val}); err != nil {
 			return st, err
 		}
 		if !last {
