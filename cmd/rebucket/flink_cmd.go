@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -365,6 +366,8 @@ func runFlinkRewrite(cmd *cobra.Command, g *globalOptions, args []string) error 
 	if err := refuseOverlap([]string{out}, []string{tmp}, flinkDir(args[0])); err != nil {
 		return err
 	}
+	// As the native rewrite: the collector keeps the heap near the budget.
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mem + plan.FixedOverhead/2))
 	start := time.Now()
 	res, err := flink.Rewrite(cmd.Context(), args[0], out, flink.RewriteOptions{
 		MaxParallelism: buckets, Memory: mem, TmpDir: tmp, Parallelism: par, Progress: newProgress(cmd, g),
