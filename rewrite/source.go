@@ -162,6 +162,18 @@ type stream struct {
 	// it counts its entries into src.counted.
 	lo, hi   uint32
 	counting bool
+	// cntBucket, cntN: entries of one bucket counted but not yet added
+	// to src.counted (entries come bucket by bucket: one atomic add per
+	// bucket, not per entry).
+	cntBucket uint32
+	cntN      uint64
+}
+
+func (st *stream) flushCount() {
+	if st.cntN > 0 {
+		st.src.counted[st.cntBucket].Add(st.cntN)
+		st.cntN = 0
+	}
 }
 
 func (s *source) newStream(ctx context.Context, spans []span) *stream {
@@ -172,6 +184,7 @@ func (st *stream) Next() bool {
 	for st.err == nil {
 		if st.cur != nil {
 			if !st.cur.Next() {
+				st.flushCount()
 				st.err = st.cur.Err()
 				if err := st.cur.Close(); err != nil && st.err == nil {
 					st.err = fmt.Errorf("close %s: %w", st.cur.File().Path, err)
@@ -203,7 +216,11 @@ func (st *stream) Next() bool {
 				return false
 			}
 			if st.counting {
-				st.src.counted[dk.Bucket].Add(1)
+				if dk.Bucket != st.cntBucket {
+					st.flushCount()
+					st.cntBucket = dk.Bucket
+				}
+				st.cntN++
 			}
 			if st.src.known[dk.State] && st.src.noSub[dk.State] && len(dk.SubKey) > 0 {
 				name := "?"
