@@ -93,7 +93,7 @@ func selfCheck(ctx context.Context, opts Options, dir string, src *reader.Snapsh
 	v.Seconds = time.Since(start).Seconds()
 	if v.Errors == 0 {
 		v.Verified = true
-		v.Detail = fmt.Sprintf("verified in %s before publishing: the target's %s entries, read back with every file's checksum checked, match the fingerprints of the source's entries taken during the scan in all %d buckets; every entry is in the bucket its key hashes to and decodes as its state's kind, the bucket stats agree, per-worker state is byte-identical and decodes to the manifest's item counts (%d states)",
+		v.Detail = fmt.Sprintf("verified in %s before publishing: the target's %s entries, read back with every file's checksum checked, match the fingerprints of the source's entries taken during the scan in all %d buckets; every entry is in the bucket its key hashes to and decodes as its state's kind, the bucket stats agree, per-worker state is byte-identical (%d states) and decodes to the manifest's item counts",
 			units.Duration(time.Since(start)), units.Count(m.TotalEntries()), len(got.Buckets), len(m.WorkerStates))
 		return v, nil
 	}
