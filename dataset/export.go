@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/internal/progress"
@@ -97,9 +99,18 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 	if err != nil {
 		return nil, err
 	}
-	defer rr.Close()
+	defer func() { rr.Close() }() // rr is replaced between passes
 
 	m := s.Manifest()
+	if opts.Format == Parquet {
+		// Parquet caps a file at MaxRowGroups row groups; find out before
+		// writing anything rather than after writing 32767 of them.
+		if rows := rowsPerFile(s, rr.States(), opts); (rows+uint64(opts.RowGroupRows)-1)/uint64(opts.RowGroupRows) > parquet.MaxRowGroups {
+			need := (rows + parquet.MaxRowGroups - 1) / parquet.MaxRowGroups
+			return nil, fmt.Errorf("%w: --row-group-size %d would put up to %d rows in one Parquet file in about %d row groups; Parquet allows %d: use --row-group-size %d or more",
+				snapshotfmt.ErrInvalidArgument, opts.RowGroupRows, rows, (rows+uint64(opts.RowGroupRows)-1)/uint64(opts.RowGroupRows), parquet.MaxRowGroups, need)
+		}
+	}
 	em := exportMeta(m, rr.States(), opts)
 	res := &ExportResult{Path: out, Format: opts.Format, PartitionBy: opts.PartitionBy, StateRows: map[string]uint64{}}
 
@@ -149,78 +160,82 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 		cfg.drop[reader.ColBucket] = true
 	}
 
-	sinks := map[string]sink{}
-	var order []string
+	// Partitions are written a bounded number at a time, whatever the
+	// bucket or state count: an open Parquet writer holds a row group's
+	// pages, so a writer per partition grew memory with the partition count
+	// (0.8 GB at 1024 buckets, >10 GB at 16384; "too many open files" at
+	// 65536). Rows come in key order, bucket first, so a bucket partition
+	// is complete when the next bucket begins and one writer is open at a
+	// time. The states of a bucket interleave, so state partitions are
+	// written maxStateWriters states per pass over the view.
+	pw := &partWriters{pub: pub, cfg: cfg, by: opts.PartitionBy, ext: opts.Format.Ext(), open: map[string]sink{}, done: map[string]bool{}}
 	defer func() {
 		if !ok {
-			for _, sk := range sinks {
-				sk.abort()
-			}
+			pw.abort()
 		}
 	}()
-	sinkFor := func(part string) (sink, error) {
-		if sk, ok := sinks[part]; ok {
-			return sk, nil
-		}
-		rel := part
-		if opts.PartitionBy != "" {
-			rel = filepath.Join(part, "part-00000"+opts.Format.Ext())
-		}
-		p, err := pub.path(rel)
-		if err != nil {
-			return nil, err
-		}
-		sk, err := newSink(p, cfg)
-		if err != nil {
-			return nil, err
-		}
-		sinks[part] = sk
-		order = append(order, rel)
-		return sk, nil
+	passes := 1
+	if opts.PartitionBy == "state" {
+		passes = max(1, (len(rr.States())+maxStateWriters-1)/maxStateWriters)
 	}
-
-	prog.Start(int64(rr.EstimatedBytes()), "export")
+	prog.Start(int64(rr.EstimatedBytes())*int64(passes), "export")
 	defer prog.Finish()
-	for rr.Next() {
-		rec := rr.Record()
-		n := rec.NumRows()
-		for lo := int64(0); lo < n; {
-			part, hi := partitionRun(rec, lo, opts.PartitionBy)
-			sk, err := sinkFor(part)
+	for pass := 0; pass < passes; pass++ {
+		if pass > 0 {
+			// A new view over the same selection (same schema and
+			// dictionaries), keeping this pass's states.
+			next, err := s.NewRecordReader(ctx, opts.View)
 			if err != nil {
 				return nil, err
 			}
-			if err := sk.write(rec, lo, hi); err != nil {
+			rr.Close()
+			rr = next
+		}
+		lo, hi := int32(pass*maxStateWriters), int32((pass+1)*maxStateWriters)
+		for rr.Next() {
+			rec := rr.Record()
+			n := rec.NumRows()
+			for r := int64(0); r < n; {
+				part, end := partitionRun(rec, r, opts.PartitionBy)
+				if opts.PartitionBy == "state" {
+					if si := stateIndex(rec, r); si < lo || si >= hi {
+						r = end
+						continue
+					}
+				}
+				sk, err := pw.sinkFor(part)
+				if err != nil {
+					return nil, err
+				}
+				if err := sk.write(rec, r, end); err != nil {
+					return nil, err
+				}
+				countStates(rec, r, end, res.StateRows)
+				res.Rows += uint64(end - r)
+				r = end
+			}
+			prog.Add(reader.LogicalBytes(rec))
+			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			countStates(rec, lo, hi, res.StateRows)
-			lo = hi
 		}
-		res.Rows += uint64(n)
-		prog.Add(reader.LogicalBytes(rec))
-		if err := ctx.Err(); err != nil {
+		if err := rr.Err(); err != nil {
+			return nil, err
+		}
+		if err := pw.closeAll(); err != nil {
 			return nil, err
 		}
 	}
-	if err := rr.Err(); err != nil {
-		return nil, err
-	}
-	if len(sinks) == 0 && opts.PartitionBy == "" {
+	if len(pw.order) == 0 && opts.PartitionBy == "" {
 		// An empty selection still gives a readable file with the schema.
-		if _, err := sinkFor(""); err != nil {
+		if _, err := pw.sinkFor(""); err != nil {
+			return nil, err
+		}
+		if err := pw.closeAll(); err != nil {
 			return nil, err
 		}
 	}
-	for _, rel := range order {
-		part := rel
-		if opts.PartitionBy != "" {
-			part = filepath.Dir(rel)
-		}
-		if err := sinks[part].close(); err != nil {
-			return nil, err
-		}
-		delete(sinks, part)
-	}
+	order := pw.order
 	if opts.PartitionBy == "" {
 		res.Files = []string{out}
 	} else {
@@ -254,6 +269,42 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// rowsPerFile bounds, from the manifest, the rows one file of the export
+// can receive: the selected buckets' entries (the largest bucket's when
+// partitioned by bucket) and the selected states' (the largest state's when
+// partitioned by state), whichever is less.
+func rowsPerFile(s *reader.Snapshot, states []snapshotfmt.State, opts ExportOptions) uint64 {
+	m := s.Manifest()
+	lo, hi := uint32(0), m.Partitioning.Buckets-1
+	if opts.View.BucketRange {
+		lo, hi = max(lo, opts.View.BucketLo), min(hi, opts.View.BucketHi)
+	}
+	if opts.View.Width > 0 {
+		wlo, whi, ok := s.WorkerBuckets(opts.View.Worker, opts.View.Width)
+		if !ok {
+			return 0
+		}
+		lo, hi = max(lo, wlo), min(hi, whi)
+	}
+	var byBuckets, maxBucket uint64
+	for b := uint64(lo); b <= uint64(hi) && b < uint64(len(m.BucketEntries)); b++ {
+		byBuckets += m.BucketEntries[b]
+		maxBucket = max(maxBucket, m.BucketEntries[b])
+	}
+	var byStates, maxState uint64
+	for _, st := range states {
+		byStates += st.Entries
+		maxState = max(maxState, st.Entries)
+	}
+	switch opts.PartitionBy {
+	case "bucket":
+		return min(maxBucket, byStates)
+	case "state":
+		return min(maxState, byBuckets)
+	}
+	return min(byBuckets, byStates)
 }
 
 // workerSibling names the per-worker state file beside an unpartitioned
@@ -322,6 +373,85 @@ func partitionRun(rec arrow.Record, lo int64, by string) (string, int64) {
 		return "step=" + url.PathEscape(step) + string(filepath.Separator) + "state=" + url.PathEscape(name), hi
 	}
 	return "", n
+}
+
+// testOnOpen, when set by a test, learns how many files are open after
+// each one is created.
+var testOnOpen func(open int)
+
+// maxStateWriters bounds the state partitions written at once (one pass
+// over the view each). A variable for tests.
+var maxStateWriters = 16
+
+// stateIndex is the state (index in the view's state dictionary) of row r.
+func stateIndex(rec arrow.Record, r int64) int32 {
+	return int32(rec.Column(2).(*array.Dictionary).GetValueIndex(int(r)))
+}
+
+// partWriters opens and closes the files of an export. In bucket mode a
+// partition is closed as soon as another begins, so at most one file is
+// open; a partition met again after it was closed means the view was not
+// in bucket order, which only damaged input can cause.
+type partWriters struct {
+	pub   publisher
+	cfg   sinkConfig
+	by    string
+	ext   string
+	open  map[string]sink
+	done  map[string]bool
+	order []string // files in the order they were created, relative
+	cur   string
+}
+
+func (pw *partWriters) sinkFor(part string) (sink, error) {
+	if sk, ok := pw.open[part]; ok {
+		return sk, nil
+	}
+	if pw.done[part] {
+		return nil, fmt.Errorf("%w: the entries of partition %s are not contiguous in key order (the snapshot's files overlap or are out of order); verify the snapshot", snapshotfmt.ErrCorrupt, part)
+	}
+	if pw.by == "bucket" {
+		if err := pw.closeAll(); err != nil {
+			return nil, err
+		}
+	}
+	rel := part
+	if pw.by != "" {
+		rel = filepath.Join(part, "part-00000"+pw.ext)
+	}
+	p, err := pw.pub.path(rel)
+	if err != nil {
+		return nil, err
+	}
+	sk, err := newSink(p, pw.cfg)
+	if err != nil {
+		return nil, err
+	}
+	pw.open[part] = sk
+	pw.order = append(pw.order, rel)
+	if testOnOpen != nil {
+		testOnOpen(len(pw.open))
+	}
+	return sk, nil
+}
+
+// closeAll finishes every open file.
+func (pw *partWriters) closeAll() error {
+	for part, sk := range pw.open {
+		delete(pw.open, part)
+		pw.done[part] = true
+		if err := sk.close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (pw *partWriters) abort() {
+	for part, sk := range pw.open {
+		sk.abort()
+		delete(pw.open, part)
+	}
 }
 
 func countStates(rec arrow.Record, lo, hi int64, into map[string]uint64) {
@@ -425,6 +555,8 @@ func checkFileTarget(target string, force bool) error {
 			return fmt.Errorf("%w: %s exists (use --force to replace it)", snapshotfmt.ErrRefused, target)
 		}
 		return writer.CheckReplaceFile(target)
+	} else if errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("%w: target %s: a part of its directory is not a directory; create the directory first", snapshotfmt.ErrInvalidArgument, target)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("stat %s: %w", target, err)
 	}

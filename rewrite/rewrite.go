@@ -222,6 +222,9 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	err = r.work(ctx)
 	prog.Finish()
 	if err == nil {
+		err = s.checkCounts()
+	}
+	if err == nil {
 		err = copyWorkerStates(src, w, wstates)
 	}
 	if err == nil {
@@ -386,7 +389,10 @@ type workerStateOut struct {
 	step, name string
 }
 
-// copyWorkerStates carries per-worker state files byte for byte.
+// copyWorkerStates carries per-worker state files byte for byte, once
+// each has been decoded: a file whose items run past its end, that ends in
+// a partial length, or whose item count is not the manifest's is damage
+// (ErrCorrupt), never copied into an output that load would reject.
 func copyWorkerStates(src *reader.Snapshot, w *writer.Snapshot, ws []workerStateOut) error {
 	for _, o := range ws {
 		raw := make([][]byte, len(o.src.Files))
@@ -396,11 +402,27 @@ func copyWorkerStates(src *reader.Snapshot, w *writer.Snapshot, ws []workerState
 			if err != nil {
 				return err
 			}
+			if err := checkWorkerItems(data, o.src, wf); err != nil {
+				return err
+			}
 			raw[i], items[i] = data, wf.Items
 		}
 		if err := w.WriteWorkerStateFiles(o.step, o.name, o.src.Rule, raw, items); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkWorkerItems decodes one per-worker state file and compares its item
+// count with the manifest's.
+func checkWorkerItems(data []byte, ws snapshotfmt.WorkerState, wf snapshotfmt.WorkerFile) error {
+	items, err := snapshotfmt.DecodeWorkerItems(data)
+	if err != nil {
+		return fmt.Errorf("per-worker state %s, worker %d, %s: %w", ws.QualifiedName(), wf.Worker, wf.Path, err)
+	}
+	if uint64(len(items)) != wf.Items {
+		return fmt.Errorf("%w: per-worker state %s, worker %d, %s: holds %d items, the manifest says %d", snapshotfmt.ErrCorrupt, ws.QualifiedName(), wf.Worker, wf.Path, len(items), wf.Items)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rebucket/rebucket/internal/units"
 	"github.com/rebucket/rebucket/reader"
+	"github.com/rebucket/rebucket/snapshotfmt"
 	"github.com/rebucket/rebucket/verify"
 )
 
@@ -43,12 +44,22 @@ func selfCheck(ctx context.Context, opts Options, dir string, src *reader.Snapsh
 	if err != nil {
 		return v, fmt.Errorf("read back the output: %w", err)
 	}
-	var misplaced atomic.Int64
+	// Equality with the source is not enough: the output must also be
+	// valid (a sub-key on a state that has none is invisible to the
+	// fingerprints, which ignore it for such states, and load rejects it).
+	var noSub [1 << 16]bool
+	for _, st := range out.Manifest().States {
+		noSub[st.ID] = st.Kind != snapshotfmt.KindMap
+	}
+	var misplaced, malformed atomic.Int64
 	got, err := verify.Fingerprints(ctx, out, sum.To, verify.FingerprintOptions{
 		Parallelism: opts.Parallelism, Progress: opts.VerifyProgress,
-		OnEntry: func(_, _ []byte, bucket, stored uint32) {
+		OnEntry: func(key, _ []byte, bucket, stored uint32) {
 			if bucket != stored {
 				misplaced.Add(1)
+			}
+			if dk, err := snapshotfmt.DecodeKey(key); err != nil || (noSub[dk.State] && len(dk.SubKey) > 0) {
+				malformed.Add(1)
 			}
 		},
 	})
@@ -63,7 +74,7 @@ func selfCheck(ctx context.Context, opts Options, dir string, src *reader.Snapsh
 			stats++
 		}
 	}
-	workers, err := sameWorkerState(src, out, sum.Renamed)
+	workers, invalid, err := sameWorkerState(src, out, sum.Renamed)
 	if err != nil {
 		return v, err
 	}
@@ -76,16 +87,18 @@ func selfCheck(ctx context.Context, opts Options, dir string, src *reader.Snapsh
 	note("fingerprint", len(differ))
 	note("misplaced", int(misplaced.Load()))
 	note("bucket_stats", stats)
+	note("malformed", int(malformed.Load()))
 	note("worker_state", workers)
+	note("worker_state_invalid", invalid)
 	v.Seconds = time.Since(start).Seconds()
 	if v.Errors == 0 {
 		v.Verified = true
-		v.Detail = fmt.Sprintf("verified in %s before publishing: the target's %s entries, read back with every file's checksum checked, match the fingerprints of the source's entries taken during the scan in all %d buckets; every entry is in the bucket its key hashes to, the bucket stats agree, per-worker state is byte-identical (%d states)",
+		v.Detail = fmt.Sprintf("verified in %s before publishing: the target's %s entries, read back with every file's checksum checked, match the fingerprints of the source's entries taken during the scan in all %d buckets; every entry is in the bucket its key hashes to and decodes as its state's kind, the bucket stats agree, per-worker state is byte-identical (%d states) and decodes to the manifest's item counts",
 			units.Duration(time.Since(start)), units.Count(m.TotalEntries()), len(got.Buckets), len(m.WorkerStates))
 		return v, nil
 	}
-	v.Detail = fmt.Sprintf("verification FAILED, so the target was not published: %d buckets' fingerprints differ, %d misplaced entries, %d buckets with wrong stats, %d per-worker state files differ",
-		len(differ), misplaced.Load(), stats, workers)
+	v.Detail = fmt.Sprintf("verification FAILED, so the target was not published: %d buckets' fingerprints differ, %d misplaced entries, %d malformed entries, %d buckets with wrong stats, %d per-worker state files differ, %d do not decode",
+		len(differ), misplaced.Load(), malformed.Load(), stats, workers, invalid)
 	if len(sum.Dropped) == 0 && len(sum.Renamed) == 0 {
 		sink := opts.Findings
 		if sink == nil {
@@ -103,9 +116,10 @@ func selfCheck(ctx context.Context, opts Options, dir string, src *reader.Snapsh
 }
 
 // sameWorkerState counts the per-worker state files of the output whose
-// bytes differ from the source's (under the renames "OLD=NEW"); reading
-// them checks their checksums.
-func sameWorkerState(src, out *reader.Snapshot, renamed []string) (int, error) {
+// bytes differ from the source's (under the renames "OLD=NEW"), and those
+// that do not decode to the manifest's item count; reading them checks
+// their checksums.
+func sameWorkerState(src, out *reader.Snapshot, renamed []string) (bad, invalid int, err error) {
 	oldName := map[string]string{}
 	for _, r := range renamed {
 		old, nw, _ := strings.Cut(r, "=")
@@ -115,7 +129,6 @@ func sameWorkerState(src, out *reader.Snapshot, renamed []string) (int, error) {
 	for i, ws := range src.Manifest().WorkerStates {
 		byName[ws.QualifiedName()] = i
 	}
-	bad := 0
 	for _, ws := range out.Manifest().WorkerStates {
 		q := ws.QualifiedName()
 		if old, ok := oldName[q]; ok {
@@ -134,16 +147,19 @@ func sameWorkerState(src, out *reader.Snapshot, renamed []string) (int, error) {
 		for j, wf := range ws.Files {
 			a, err := out.ReadWorkerFileRaw(wf)
 			if err != nil {
-				return 0, err
+				return 0, 0, err
+			}
+			if checkWorkerItems(a, ws, wf) != nil {
+				invalid++
 			}
 			b, err := src.ReadWorkerFileRaw(sws.Files[j])
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			if !bytes.Equal(a, b) {
 				bad++
 			}
 		}
 	}
-	return bad, nil
+	return bad, invalid, nil
 }

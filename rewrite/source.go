@@ -24,9 +24,17 @@ type source struct {
 	// keep[id] is true for the state ids that are carried (known, not
 	// dropped); known[id] for every id of the states table.
 	keep, known [1 << 16]bool
+	// noSub[id] is true for the states that have no sub-key (value, list).
+	noSub [1 << 16]bool
 
 	mu       sync.Mutex
 	verified map[string]*onceErr
+	// counted[b] is the number of entries found in old bucket b, over the
+	// spans claimed for counting (the first reader of each span: tasks
+	// may read a bucket more than once); checkCounts compares it with the
+	// manifest once every span has been read.
+	counted []atomic.Uint64
+	claimed map[spanID]bool
 
 	prog    progress.Reporter
 	dropped atomic.Uint64
@@ -43,12 +51,53 @@ func newSource(s *reader.Snapshot, dir string, prog progress.Reporter) (*source,
 		return nil, err
 	}
 	src := &source{checked: s, fast: fast, m: s.Manifest(), part: s.Manifest().Partitioning,
-		verified: map[string]*onceErr{}, prog: progress.OrNop(prog)}
+		verified: map[string]*onceErr{}, prog: progress.OrNop(prog),
+		counted: make([]atomic.Uint64, s.Manifest().Partitioning.Buckets), claimed: map[spanID]bool{}}
 	for _, st := range src.m.States {
 		src.known[st.ID] = true
 		src.keep[st.ID] = true
+		src.noSub[st.ID] = st.Kind != snapshotfmt.KindMap
 	}
 	return src, nil
+}
+
+// spanID names the part of a file a span reads, for counting each part
+// once.
+type spanID struct {
+	path   string
+	lo, hi uint32
+}
+
+// claim reports whether the caller is the first to read this part of the
+// file, and so counts its entries.
+func (s *source) claim(sp span) bool {
+	lo, hi := sp.bounds()
+	id := spanID{sp.df.Path, lo, hi}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claimed[id] {
+		return false
+	}
+	s.claimed[id] = true
+	return true
+}
+
+// checkCounts compares the entries found in each bucket with the
+// manifest's count, once every bucket has been read in full: a data file
+// holding fewer or more entries than its manifest says (within its
+// declared range, so no single entry looked wrong) is damage, reported
+// here as such rather than as an output that lost entries.
+func (s *source) checkCounts() error {
+	for b := range s.counted {
+		if got, want := s.counted[b].Load(), s.m.BucketEntries[b]; got != want {
+			var files []string
+			for _, df := range s.checked.FilesIn(uint32(b), uint32(b)) {
+				files = append(files, df.Path)
+			}
+			return fmt.Errorf("%w: bucket %d holds %d entries in %v, the manifest says %d: the manifest and the data disagree (run verify)", snapshotfmt.ErrCorrupt, b, got, files, want)
+		}
+	}
+	return nil
 }
 
 func (s *source) verify(df snapshotfmt.DataFile) error {
@@ -77,6 +126,14 @@ type span struct {
 	whole  bool
 }
 
+// bounds are the buckets of the file the span reads.
+func (sp span) bounds() (uint32, uint32) {
+	if sp.whole {
+		return sp.df.BucketLo, sp.df.BucketHi
+	}
+	return max(sp.lo, sp.df.BucketLo), min(sp.hi, sp.df.BucketHi)
+}
+
 // spansOf lists the files holding old buckets lo..hi.
 func (s *source) spansOf(lo, hi uint32) []span {
 	var out []span
@@ -101,6 +158,22 @@ type stream struct {
 	// unreported counts logical bytes read since the last progress report.
 	unreported int64
 	n          uint64
+	// lo, hi are the buckets the current span may hold; counting whether
+	// it counts its entries into src.counted.
+	lo, hi   uint32
+	counting bool
+	// cntBucket, cntN: entries of one bucket counted but not yet added
+	// to src.counted (entries come bucket by bucket: one atomic add per
+	// bucket, not per entry).
+	cntBucket uint32
+	cntN      uint64
+}
+
+func (st *stream) flushCount() {
+	if st.cntN > 0 {
+		st.src.counted[st.cntBucket].Add(st.cntN)
+		st.cntN = 0
+	}
 }
 
 func (s *source) newStream(ctx context.Context, spans []span) *stream {
@@ -111,6 +184,7 @@ func (st *stream) Next() bool {
 	for st.err == nil {
 		if st.cur != nil {
 			if !st.cur.Next() {
+				st.flushCount()
 				st.err = st.cur.Err()
 				if err := st.cur.Close(); err != nil && st.err == nil {
 					st.err = fmt.Errorf("close %s: %w", st.cur.File().Path, err)
@@ -129,6 +203,31 @@ func (st *stream) Next() bool {
 			dk, err := snapshotfmt.DecodeKey(k)
 			if err != nil {
 				st.err = fmt.Errorf("%s: %w", st.cur.File().Path, err)
+				return false
+			}
+			// The span's edges at the file's edges are read without
+			// bounds, so entries outside the file's declared range are
+			// seen, not cut off by the table iterator: a file holding
+			// another's contents, or entries past its largest key, is
+			// damage (issue 14, item 10).
+			if dk.Bucket < st.lo || dk.Bucket > st.hi {
+				df := st.cur.File()
+				st.err = fmt.Errorf("%w: %s: an entry of bucket %d lies outside the file's declared buckets %d..%d (the file and the manifest disagree; run verify)", snapshotfmt.ErrCorrupt, df.Path, dk.Bucket, df.BucketLo, df.BucketHi)
+				return false
+			}
+			if st.counting {
+				if dk.Bucket != st.cntBucket {
+					st.flushCount()
+					st.cntBucket = dk.Bucket
+				}
+				st.cntN++
+			}
+			if st.src.known[dk.State] && st.src.noSub[dk.State] && len(dk.SubKey) > 0 {
+				name := "?"
+				if s, ok := st.src.m.StateByID(dk.State); ok {
+					name = s.QualifiedName()
+				}
+				st.err = fmt.Errorf("%w: %s: an entry of state %s carries %d bytes after its key; only map state has sub-keys (run verify)", snapshotfmt.ErrCorrupt, st.cur.File().Path, name, len(dk.SubKey))
 				return false
 			}
 			if !st.src.keep[dk.State] {
@@ -167,10 +266,17 @@ func (st *stream) Next() bool {
 			st.err = err
 			return false
 		}
+		// Bounds only inside the file's declared range: at its edges the
+		// whole file is read, so nothing outside the range goes unseen.
 		var lower, upper []byte
-		if !sp.whole {
-			lower, upper = snapshotfmt.BucketPrefix(sp.lo), snapshotfmt.BucketUpperBound(sp.hi)
+		if !sp.whole && sp.lo > sp.df.BucketLo {
+			lower = snapshotfmt.BucketPrefix(sp.lo)
 		}
+		if !sp.whole && sp.hi < sp.df.BucketHi {
+			upper = snapshotfmt.BucketUpperBound(sp.hi)
+		}
+		st.lo, st.hi = sp.bounds()
+		st.counting = st.src.claim(sp)
 		fi, err := st.src.fast.OpenFile(st.ctx, sp.df, lower, upper)
 		if err != nil {
 			st.err = err

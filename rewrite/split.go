@@ -204,6 +204,9 @@ func Split(ctx context.Context, opts SplitOptions) (*SplitSummary, error) {
 	err = splitEntries(ctx, s, opts.Parallelism, match, wa, wb)
 	prog.Finish()
 	if err == nil {
+		err = s.checkCounts()
+	}
+	if err == nil {
 		var ws []workerStateOut
 		for _, st := range m.WorkerStates {
 			ws = append(ws, workerStateOut{src: st, step: st.Step, name: st.Name})

@@ -136,6 +136,7 @@ func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src strin
 			"rows": res.Rows, "state_rows": res.StateRows, "files": res.Files, "bytes": res.Bytes,
 			"worker_state_file": res.WorkerStateFile, "worker_state_items": res.WorkerStateItems,
 			"snapshot_data_bytes": s.Manifest().DataBytes(), "elapsed_seconds": res.Elapsed.Seconds(),
+			"peak_rss_bytes": peakRSS(),
 		})
 	}
 	w := cmd.OutOrStdout()
