@@ -35,7 +35,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * src (parallelism 1, operator ListState&lt;Long&gt; "offset", emits 0..K-1)
  *  ├─ map "k"+i (to-str) → keyBy(String) → str-counter: ValueState&lt;Long&gt; "count",
  *  │                                          event-time timer at -1000-i   → sink-str
- *  └─ keyBy(Long i-K/2) → long-agg: MapState&lt;String,Long&gt; "tags" ("t"+i%3 → n),
+ *  └─ keyBy(Long i-100) → long-agg: MapState&lt;String,Long&gt; "tags" ("t"+i%3 → n),
  *                                     ListState&lt;Long&gt; "events" (i), timer at 1000000+key → sink-long
  * </pre>
  *
@@ -49,6 +49,9 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class Probe {
     private Probe() {}
+
+    /** long-agg's key is i-100: negative keys exercise Long.hashCode's sign handling. */
+    public static final long LONG_KEY_SHIFT = 100;
 
     public static long strTimer(long i) {
         return -1000 - i; // negative: exercises the sign flip of the timer key
@@ -87,11 +90,10 @@ public final class Probe {
     /** What every key must hold after a correct restore of a K-key savepoint. */
     public static TreeMap<String, String> expected(long k) {
         TreeMap<String, String> m = new TreeMap<>();
-        long half = k / 2;
         for (long i = 0; i < k; i++) {
             m.put("str/k" + i + "/count", "2");
             m.put("str/k" + i + "/timer", strTimer(i) + ":2");
-            long key = i - half;
+            long key = i - LONG_KEY_SHIFT;
             m.put("long/" + key + "/tags", "{t" + (i % 3) + "=2}");
             m.put("long/" + key + "/events", "[" + i + ", " + i + "]");
             m.put("long/" + key + "/timer", longTimer(key) + ":{t" + (i % 3) + "=2}/2");
@@ -134,8 +136,7 @@ public final class Probe {
                 .sinkTo(new DiscardingSink<>())
                 .uid("sink-str")
                 .name("sink-str");
-        final long half = k / 2;
-        src.keyBy(i -> i - half, Types.LONG)
+        src.keyBy(i -> i - LONG_KEY_SHIFT, Types.LONG)
                 .process(new LongAgg(restore))
                 .returns(Types.STRING)
                 .uid("long-agg")
