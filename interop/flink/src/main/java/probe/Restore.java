@@ -3,7 +3,13 @@ package probe;
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.runtime.checkpoint.Checkpoints;
+import org.apache.flink.runtime.checkpoint.OperatorState;
+import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
 import org.apache.flink.util.ExceptionUtils;
+
+import java.io.DataInputStream;
+import java.io.FileInputStream;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -29,14 +35,15 @@ import java.util.TreeSet;
  *
  * <p>The reference is the original savepoint restored without rebucketing (at parallelism 2
  * and its own max parallelism 8, same backend); the case's per-key results must equal it and
- * must equal the expected values. Prints one line per case ending in {@code RESULT OK} or
+ * must equal the expected values. expect=fail makes a negative control: it passes only if Flink
+ * refuses the restore or the state comes out wrong. Prints one line per case ending in {@code RESULT OK} or
  * {@code RESULT MISMATCH ...}/{@code RESULT FAIL ...}; exits 1 if any case is not OK, 2 on
  * usage errors.
  */
 public final class Restore {
     private Restore() {}
 
-    record Case(String name, String savepoint, int p, int m, String backend, String ref, long keys) {}
+    record Case(String name, String savepoint, int p, int m, String backend, String ref, long keys, boolean expectFail) {}
 
     public static void main(String[] args) throws Exception {
         List<Case> cases;
@@ -131,10 +138,15 @@ public final class Restore {
                 m.equals("unset") ? -1 : Integer.parseInt(m),
                 backend,
                 kv.containsKey("ref") ? Paths.get(kv.get("ref")).toAbsolutePath().toString() : null,
-                Long.parseLong(kv.getOrDefault("keys", "-1")));
+                Long.parseLong(kv.getOrDefault("keys", "-1")),
+                switch (kv.getOrDefault("expect", "ok")) {
+                    case "ok" -> false;
+                    case "fail" -> true;
+                    default -> throw new IllegalArgumentException("expect must be ok or fail");
+                });
     }
 
-    record Outcome(TreeMap<String, String> state, long restoredOffset, String error, double seconds) {}
+    record Outcome(TreeMap<String, String> state, long restoredOffset, long strSeen, long longSeen, String error, double seconds) {}
 
     static Outcome restore(Cluster c, String savepoint, int p, int m, String backend) {
         Probe.Results.reset();
@@ -157,19 +169,26 @@ public final class Restore {
                     break;
                 }
             }
-            return new Outcome(null, -1, msg.toString(), (System.nanoTime() - t0) / 1e9);
+            return new Outcome(null, -1, 0, 0, msg.toString(), (System.nanoTime() - t0) / 1e9);
         }
         return new Outcome(
-                Probe.Results.snapshot(), Probe.Results.restoredOffset.get(), null, (System.nanoTime() - t0) / 1e9);
+                Probe.Results.snapshot(),
+                Probe.Results.restoredOffset.get(),
+                Probe.Results.strSeen.get(),
+                Probe.Results.longSeen.get(),
+                null,
+                (System.nanoTime() - t0) / 1e9);
     }
 
-    static boolean run(Cluster c, Case cs, Map<String, TreeMap<String, String>> refs) {
+    static boolean run(Cluster c, Case cs, Map<String, TreeMap<String, String>> refs) throws Exception {
         TreeMap<String, String> ref = null;
         if (cs.ref != null) {
             String refKey = cs.ref + "|" + cs.backend;
             ref = refs.get(refKey);
             if (ref == null) {
-                Outcome ro = restore(c, cs.ref, 2, -1, cs.backend);
+                // Explicit max parallelism: a job that leaves it unset does not always adopt
+                // the savepoint's (it fails or loses state on a State Processor API savepoint).
+                Outcome ro = restore(c, cs.ref, 2, maxParallelism(cs.ref), cs.backend);
                 if (ro.error != null) {
                     System.out.printf("CASE %s: reference %s failed to restore: RESULT FAIL %s%n", cs.name, cs.ref, ro.error);
                     return false;
@@ -181,12 +200,26 @@ public final class Restore {
                 }
                 ref = ro.state;
                 refs.put(refKey, ref);
-                System.out.printf("reference %s (%s, p=2, own max parallelism): %d results, %.1fs%n",
+                System.out.printf("reference %s (%s, p=2, its own max parallelism): %d results, %.1fs%n",
                         cs.ref, cs.backend, ref.size(), ro.seconds);
             }
         }
         Outcome o = restore(c, cs.savepoint, cs.p, cs.m, cs.backend);
         String head = String.format("CASE %s (%.1fs): ", cs.name, o.seconds);
+        if (cs.expectFail) {
+            // A negative control: Flink must refuse this restore or lose state (the oracle can fail).
+            if (o.error != null) {
+                System.out.println(head + "RESULT OK (refused as expected): " + o.error);
+                return true;
+            }
+            List<String> d = diff(Probe.expected(Math.max(o.restoredOffset, 0)), o.state);
+            if (!d.isEmpty()) {
+                System.out.println(head + "RESULT OK (state lost as expected): " + d.get(d.size() - 1));
+                return true;
+            }
+            System.out.println(head + "RESULT UNEXPECTED: restored correctly, but this case must fail");
+            return false;
+        }
         if (o.error != null) {
             System.out.println(head + "RESULT FAIL " + o.error);
             return false;
@@ -204,12 +237,19 @@ public final class Restore {
             problems.add("differs from the reference run: " + diff(ref, o.state));
         }
         if (problems.isEmpty()) {
-            System.out.printf("%supdates str=%d long=%d timers fired=%d RESULT OK: all %d keys continued 1 -> 2%n",
-                    head, k, k, 2 * k, k);
+            System.out.printf("%supdates str=%d long=%d RESULT OK: all %d keys continued 1 -> 2, every timer fired once%n",
+                    head, o.strSeen, o.longSeen, k);
             return true;
         }
         System.out.println(head + "RESULT MISMATCH " + problems);
         return false;
+    }
+
+    static int maxParallelism(String savepoint) throws Exception {
+        try (DataInputStream in = new DataInputStream(new FileInputStream(Paths.get(savepoint, "_metadata").toFile()))) {
+            CheckpointMetadata md = Checkpoints.loadCheckpointMetadata(in, Restore.class.getClassLoader(), savepoint);
+            return md.getOperatorStates().stream().mapToInt(OperatorState::getMaxParallelism).max().orElseThrow();
+        }
     }
 
     /** Differences of got against want, at most 10 shown, with the total. */
