@@ -7,7 +7,9 @@ to 128, 256 and 5 buckets; Flink restores each result at parallelism 40 (128,
 256) or 3 (5), feeds every key once more, and every key's state and timers must
 have continued exactly like a restore of the original that never rebucketed.
 A State Processor API savepoint (committed under engine/flink/testdata/real)
-goes through the same. NATIVE savepoints must be refused, with nothing written.
+goes through the same, and so do savepoints keyed by Integer, Tuple2, Double,
+Short and Character. NATIVE savepoints and POJO keys must be refused, with
+nothing written.
 
 Needs java (17+) and mvn; Maven dependencies come from ~/.m2 (scripts/test.sh
 fetches them). Skipped only when REBUCKET_SKIP_FLINK=1 is set; a missing Java
@@ -29,17 +31,21 @@ FLINK = REPO / "interop" / "flink"
 REAL = REPO / "engine" / "flink" / "testdata" / "real"
 KEYS = 200
 
-# Savepoint name -> the backend it was made with (its restores use the same).
+# Savepoint name -> (the backend it was made with, which its restores use; the probe job).
 MADE = {
-    "heap-files": "hashmap",
-    "heap-inline": "hashmap",
-    "rocksdb-files": "rocksdb",
-    "rocksdb-inline": "rocksdb",
-    "heap-files-snappy": "hashmap",
+    "heap-files": ("hashmap", "probe"),
+    "heap-inline": ("hashmap", "probe"),
+    "rocksdb-files": ("rocksdb", "probe"),
+    "rocksdb-inline": ("rocksdb", "probe"),
+    "heap-files-snappy": ("hashmap", "probe"),
+    # Integer, Tuple2<String,Long>, Double, Short and Character keys.
+    "types-heap": ("hashmap", "types"),
+    "types-rocksdb": ("rocksdb", "types"),
 }
 # Buckets -> the parallelism Flink restores the rewritten savepoint at.
 TARGETS = {128: 40, 256: 40, 5: 3}
-
+# The key-type savepoints (five keyed operators each) take part of the targets, to keep time.
+TARGETS_OF = {"types-heap": {256: 40, 5: 3}, "types-rocksdb": {128: 40}}
 pytestmark = pytest.mark.skipif(
     os.environ.get("REBUCKET_SKIP_FLINK") == "1",
     reason="REBUCKET_SKIP_FLINK=1 asks to skip the real-Flink tests",
@@ -104,9 +110,9 @@ def savepoints(java_cp, tmp_path_factory):
     """Fresh savepoints from real Flink (one JVM, one MiniCluster), plus the
     committed State Processor API one."""
     out = tmp_path_factory.mktemp("flink-savepoints")
-    rc, stdout, stderr = java(java_cp, "Make", out, KEYS, *MADE.keys(), "rocksdb-native")
+    rc, stdout, stderr = java(java_cp, "Make", out, KEYS, *MADE.keys(), "rocksdb-native", "pojo-heap")
     assert rc == 0, f"probe.Make failed ({rc}):\n{stdout}\n{stderr[-4000:]}"
-    sps = {name: out / name for name in [*MADE, "rocksdb-native"]}
+    sps = {name: out / name for name in [*MADE, "rocksdb-native", "pojo-heap"]}
     for name, sp in sps.items():
         assert (sp / "_metadata").is_file(), f"{name}: no _metadata in {sp}\n{stdout}"
     # Inline means every handle is in _metadata; files means keyed state beside it.
@@ -115,8 +121,7 @@ def savepoints(java_cp, tmp_path_factory):
     spa = out / "spa-8"
     shutil.copytree(REAL / "spa-8", spa)
     sps["spa-8"] = spa
-    MADE_WITH = dict(MADE, **{"spa-8": "hashmap"})
-    return sps, MADE_WITH
+    return sps, dict(MADE, **{"spa-8": ("hashmap", "probe")})
 
 
 def tree_digest(root):
@@ -132,10 +137,10 @@ def test_rebucketed_savepoints_restore_in_flink(savepoints, rebucket_binary, jav
     sps, made_with = savepoints
     cases = []
     failures = []
-    for name, backend in made_with.items():
+    for name, (backend, job) in made_with.items():
         src = sps[name]
         before = tree_digest(src)
-        for buckets, par in TARGETS.items():
+        for buckets, par in TARGETS_OF.get(name, TARGETS).items():
             dst = tmp_path / f"{name}-{buckets}"
             p = run([rebucket_binary, "--quiet", "rewrite", str(src), "--buckets", str(buckets),
                      "--out", str(dst)], 600)
@@ -144,7 +149,7 @@ def test_rebucketed_savepoints_restore_in_flink(savepoints, rebucket_binary, jav
                                 f"{p.stdout[-2000:]}{p.stderr[-2000:]}")
                 continue
             assert (dst / "_metadata").is_file(), f"{dst}: rewrite wrote no _metadata"
-            cases.append(f"name={name}->{buckets}@{par}/{backend},savepoint={dst},p={par},"
+            cases.append(f"name={name}->{buckets}@{par}/{backend},job={job},savepoint={dst},p={par},"
                          f"m={buckets},backend={backend},ref={src},keys={KEYS}")
         assert tree_digest(src) == before, f"rewrite modified its source {src}"
     assert not failures, "rewrites failed:\n" + "\n".join(failures)
@@ -167,13 +172,22 @@ def test_rebucketed_savepoints_restore_in_flink(savepoints, rebucket_binary, jav
         f"probe.Restore exit {rc}, {len(lines)} of {len(cases)} cases reported\n{out}\n{err[-4000:]}")
 
 
-def test_native_savepoint_refused(savepoints, rebucket_binary, tmp_path):
+@pytest.mark.parametrize(
+    "name, must_say",
+    [
+        # A NATIVE RocksDB savepoint: SST files, not key-group streams.
+        ("rocksdb-native", r"canonical"),
+        # A POJO key: its hash is user code; the refusal names the operator and the serializer.
+        ("pojo-heap", r"pojo-counter[\s\S]*Pojo|Pojo[\s\S]*pojo-counter"),
+    ],
+)
+def test_refused_savepoints_write_nothing(savepoints, rebucket_binary, tmp_path, name, must_say):
     sps, _ = savepoints
-    src = sps["rocksdb-native"]
+    src = sps[name]
     before = tree_digest(src)
-    dst = tmp_path / "native-128"
+    dst = tmp_path / f"{name}-128"
     p = run([rebucket_binary, "rewrite", str(src), "--buckets", "128", "--out", str(dst)], 300)
     assert p.returncode == 2, f"exit {p.returncode}, want 2\n{p.stdout}\n{p.stderr}"
-    assert re.search(r"canonical", p.stderr, re.I), f"the refusal must say how to take a canonical savepoint:\n{p.stderr}"
+    assert re.search(must_say, p.stderr, re.I), f"the refusal must match {must_say!r}:\n{p.stderr}"
     assert not dst.exists(), "a refused rewrite must write nothing"
     assert tree_digest(src) == before

@@ -31,7 +31,10 @@ import java.util.stream.Stream;
  *   <li>heap-inline, rocksdb-inline: CANONICAL, jobmanager storage: every handle inline in
  *       _metadata;
  *   <li>heap-files-snappy: heap-files with execution.checkpointing.snapshot-compression;
- *   <li>heap-native, rocksdb-native: NATIVE savepoints of the *-files jobs (negative tests).
+ *   <li>heap-native, rocksdb-native: NATIVE savepoints of the *-files jobs (negative tests);
+ *   <li>types-heap, types-rocksdb: the {@link TypesProbe} job (Integer, Tuple2, Double, Short,
+ *       Character keys), files;
+ *   <li>pojo-heap: TypesProbe with only a POJO-keyed operator (must be refused by rebucket).
  * </ul>
  *
  * Each lands in OUTDIR/NAME. Options: -Dprobe.maxParallelism (8), -Dprobe.parallelism (2).
@@ -39,15 +42,18 @@ import java.util.stream.Stream;
 public final class Make {
     private Make() {}
 
-    record Variant(String name, String backend, boolean files, boolean snappy, String nativeName) {}
+    record Variant(String name, String backend, boolean files, boolean snappy, String nativeName, Jobs job) {}
 
     static final List<Variant> VARIANTS =
             List.of(
-                    new Variant("heap-files", "hashmap", true, false, "heap-native"),
-                    new Variant("heap-inline", "hashmap", false, false, null),
-                    new Variant("rocksdb-files", "rocksdb", true, false, "rocksdb-native"),
-                    new Variant("rocksdb-inline", "rocksdb", false, false, null),
-                    new Variant("heap-files-snappy", "hashmap", true, true, null));
+                    new Variant("heap-files", "hashmap", true, false, "heap-native", Jobs.PROBE),
+                    new Variant("heap-inline", "hashmap", false, false, null, Jobs.PROBE),
+                    new Variant("rocksdb-files", "rocksdb", true, false, "rocksdb-native", Jobs.PROBE),
+                    new Variant("rocksdb-inline", "rocksdb", false, false, null, Jobs.PROBE),
+                    new Variant("heap-files-snappy", "hashmap", true, true, null, Jobs.PROBE),
+                    new Variant("types-heap", "hashmap", true, false, null, Jobs.TYPES),
+                    new Variant("types-rocksdb", "rocksdb", true, false, null, Jobs.TYPES),
+                    new Variant("pojo-heap", "hashmap", true, false, null, Jobs.POJO));
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
@@ -90,12 +96,12 @@ public final class Make {
 
     static void make(Cluster c, Variant v, boolean wantNative, Path work, Path out, long k, int par, int maxPar)
             throws Exception {
-        Probe.Results.reset();
+        v.job.reset();
         long t0 = System.nanoTime();
-        JobID id = c.submit(Probe.build(jobConf(v.backend, v.files, v.snappy, work), false, k, par, maxPar, null));
+        JobID id = c.submit(v.job.build(jobConf(v.backend, v.files, v.snappy, work), false, k, par, maxPar, null));
         c.waitFor(
                 id,
-                () -> Probe.Results.strSeen.get() >= k && Probe.Results.longSeen.get() >= k,
+                () -> v.job.processed(k),
                 600_000,
                 "all " + k + " keys processed");
         long t1 = System.nanoTime();

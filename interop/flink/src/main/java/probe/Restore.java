@@ -30,7 +30,8 @@ import java.util.TreeSet;
  * [--backend hashmap|rocksdb] [--reference DIR] [--keys K]}
  *
  * <p>Many cases in one JVM (one MiniCluster): {@code probe.Restore CASE...} with CASE =
- * {@code savepoint=DIR,p=40,m=128,backend=rocksdb,ref=DIR,keys=200,name=x}; m=unset leaves the
+ * {@code savepoint=DIR,p=40,m=128,backend=rocksdb,ref=DIR,keys=200,name=x,job=probe|types|pojo};
+ * m=unset leaves the
  * job's max parallelism unset (the job adopts the savepoint's).
  *
  * <p>The reference is the original savepoint restored without rebucketing (at parallelism 2
@@ -43,7 +44,7 @@ import java.util.TreeSet;
 public final class Restore {
     private Restore() {}
 
-    record Case(String name, String savepoint, int p, int m, String backend, String ref, long keys, boolean expectFail) {}
+    record Case(String name, String savepoint, int p, int m, String backend, String ref, long keys, boolean expectFail, Jobs job) {}
 
     public static void main(String[] args) throws Exception {
         List<Case> cases;
@@ -143,19 +144,20 @@ public final class Restore {
                     case "ok" -> false;
                     case "fail" -> true;
                     default -> throw new IllegalArgumentException("expect must be ok or fail");
-                });
+                },
+                Jobs.of(kv.getOrDefault("job", "probe")));
     }
 
     record Outcome(TreeMap<String, String> state, long restoredOffset, long strSeen, long longSeen, String error, double seconds) {}
 
-    static Outcome restore(Cluster c, String savepoint, int p, int m, String backend) {
-        Probe.Results.reset();
+    static Outcome restore(Cluster c, Jobs job, String savepoint, int p, int m, String backend) {
+        job.reset();
         long t0 = System.nanoTime();
         try {
             Configuration conf = new Configuration();
             conf.set(StateBackendOptions.STATE_BACKEND, backend);
             // K is only known from the restored source offset; the job does not need it.
-            JobID id = c.submit(Probe.build(conf, true, 0, p, m, savepoint));
+            JobID id = c.submit(job.build(conf, true, 0, p, m, savepoint));
             c.await(id);
         } catch (Throwable t) {
             Throwable root = ExceptionUtils.stripExecutionException(t);
@@ -172,8 +174,8 @@ public final class Restore {
             return new Outcome(null, -1, 0, 0, msg.toString(), (System.nanoTime() - t0) / 1e9);
         }
         return new Outcome(
-                Probe.Results.snapshot(),
-                Probe.Results.restoredOffset.get(),
+                job.results(),
+                job.restoredOffset(),
                 Probe.Results.strSeen.get(),
                 Probe.Results.longSeen.get(),
                 null,
@@ -183,17 +185,17 @@ public final class Restore {
     static boolean run(Cluster c, Case cs, Map<String, TreeMap<String, String>> refs) throws Exception {
         TreeMap<String, String> ref = null;
         if (cs.ref != null) {
-            String refKey = cs.ref + "|" + cs.backend;
+            String refKey = cs.ref + "|" + cs.backend + "|" + cs.job;
             ref = refs.get(refKey);
             if (ref == null) {
                 // Explicit max parallelism: a job that leaves it unset does not always adopt
                 // the savepoint's (it fails or loses state on a State Processor API savepoint).
-                Outcome ro = restore(c, cs.ref, 2, maxParallelism(cs.ref), cs.backend);
+                Outcome ro = restore(c, cs.job, cs.ref, 2, maxParallelism(cs.ref), cs.backend);
                 if (ro.error != null) {
                     System.out.printf("CASE %s: reference %s failed to restore: RESULT FAIL %s%n", cs.name, cs.ref, ro.error);
                     return false;
                 }
-                List<String> d = diff(Probe.expected(ro.restoredOffset), ro.state);
+                List<String> d = diff(cs.job.expected(ro.restoredOffset), ro.state);
                 if (!d.isEmpty()) {
                     System.out.printf("CASE %s: reference run itself is off: RESULT MISMATCH %s%n", cs.name, d);
                     return false;
@@ -204,7 +206,7 @@ public final class Restore {
                         cs.ref, cs.backend, ref.size(), ro.seconds);
             }
         }
-        Outcome o = restore(c, cs.savepoint, cs.p, cs.m, cs.backend);
+        Outcome o = restore(c, cs.job, cs.savepoint, cs.p, cs.m, cs.backend);
         String head = String.format("CASE %s (%.1fs): ", cs.name, o.seconds);
         if (cs.expectFail) {
             // A negative control: Flink must refuse this restore or lose state (the oracle can fail).
@@ -212,7 +214,7 @@ public final class Restore {
                 System.out.println(head + "RESULT OK (refused as expected): " + o.error);
                 return true;
             }
-            List<String> d = diff(Probe.expected(Math.max(o.restoredOffset, 0)), o.state);
+            List<String> d = diff(cs.job.expected(Math.max(o.restoredOffset, 0)), o.state);
             if (!d.isEmpty()) {
                 System.out.println(head + "RESULT OK (state lost as expected): " + d.get(d.size() - 1));
                 return true;
@@ -232,13 +234,14 @@ public final class Restore {
         if (cs.keys >= 0 && k != cs.keys) {
             problems.add("source offset " + k + ", want " + cs.keys);
         }
-        problems.addAll(diff(Probe.expected(Math.max(k, 0)), o.state));
+        problems.addAll(diff(cs.job.expected(Math.max(k, 0)), o.state));
         if (ref != null && !ref.equals(o.state)) {
             problems.add("differs from the reference run: " + diff(ref, o.state));
         }
         if (problems.isEmpty()) {
-            System.out.printf("%supdates str=%d long=%d RESULT OK: all %d keys continued 1 -> 2, every timer fired once%n",
-                    head, o.strSeen, o.longSeen, k);
+            System.out.printf("%s%d results%s RESULT OK: all %d keys continued 1 -> 2, every timer fired once%n",
+                    head, o.state.size(),
+                    cs.job == Jobs.PROBE ? String.format(" (updates str=%d long=%d)", o.strSeen, o.longSeen) : "", k);
             return true;
         }
         System.out.println(head + "RESULT MISMATCH " + problems);
