@@ -152,24 +152,30 @@ def test_rebucketed_savepoints_restore_in_flink(savepoints, rebucket_binary, jav
             cases.append(f"name={name}->{buckets}@{par}/{backend},job={job},savepoint={dst},p={par},"
                          f"m={buckets},backend={backend},ref={src},keys={KEYS}")
         assert tree_digest(src) == before, f"rewrite modified its source {src}"
-    assert not failures, "rewrites failed:\n" + "\n".join(failures)
 
     # The rewritten savepoint into the other backend, and into a job that does
     # not set its max parallelism (it must adopt the savepoint's).
-    cases.append(f"name=heap-files->128@40/rocksdb/unset,savepoint={tmp_path / 'heap-files-128'},"
-                 f"p=40,m=unset,backend=rocksdb,ref={sps['heap-files']},keys={KEYS}")
-    cases.append(f"name=rocksdb-files->256@3/hashmap/unset,savepoint={tmp_path / 'rocksdb-files-256'},"
-                 f"p=3,m=unset,backend=hashmap,ref={sps['rocksdb-files']},keys={KEYS}")
+    if (tmp_path / "heap-files-128").exists():
+        cases.append(f"name=heap-files->128@40/rocksdb/unset,savepoint={tmp_path / 'heap-files-128'},"
+                     f"p=40,m=unset,backend=rocksdb,ref={sps['heap-files']},keys={KEYS}")
+    if (tmp_path / "rocksdb-files-256").exists():
+        cases.append(f"name=rocksdb-files->256@3/hashmap/unset,savepoint={tmp_path / 'rocksdb-files-256'},"
+                     f"p=3,m=unset,backend=hashmap,ref={sps['rocksdb-files']},keys={KEYS}")
     # Negative control: the original is refused at max parallelism 128, so the
     # oracle can tell a rebucketed savepoint from an untouched one.
     cases.append(f"name=original-at-128-must-fail,savepoint={sps['heap-files']},p=40,m=128,"
                  f"backend=hashmap,expect=fail")
 
+    # Restore whatever was rewritten, even when some rewrites failed, so that one
+    # run reports both.
     rc, out, err = java(java_cp, "Restore", *cases, timeout=1200)
     lines = [l for l in out.splitlines() if l.startswith("CASE ")]
     bad = [l for l in lines if "RESULT OK" not in l]
-    assert rc == 0 and len(lines) == len(cases) and not bad, (
-        f"probe.Restore exit {rc}, {len(lines)} of {len(cases)} cases reported\n{out}\n{err[-4000:]}")
+    restored = rc == 0 and len(lines) == len(cases) and not bad
+    assert not failures and restored, (
+        ("rewrites failed:\n" + "\n".join(failures) + "\n" if failures else "")
+        + f"probe.Restore exit {rc}, {len(lines)} of {len(cases)} cases reported, {len(bad)} not OK\n"
+        + f"{out}\n{err[-4000:] if not restored else ''}")
 
 
 @pytest.mark.parametrize(
