@@ -8,7 +8,8 @@ to 128, 256 and 5 buckets; Flink restores each result at parallelism 40 (128,
 have continued exactly like a restore of the original that never rebucketed.
 A State Processor API savepoint (committed under engine/flink/testdata/real)
 goes through the same, and so do savepoints keyed by Integer, Tuple2, Double,
-Short and Character. NATIVE savepoints and POJO keys must be refused, with
+Short and Character, and a Table/SQL job's (GROUP BY aggregates keyed by
+BinaryRowData; its oracle: every group updated to count 2, none inserted anew). NATIVE savepoints and POJO keys must be refused, with
 nothing written.
 
 Needs java (17+) and mvn; Maven dependencies come from ~/.m2 (scripts/test.sh
@@ -41,11 +42,19 @@ MADE = {
     # Integer, Tuple2<String,Long>, Double, Short and Character keys.
     "types-heap": ("hashmap", "types"),
     "types-rocksdb": ("rocksdb", "types"),
+    # Table/SQL GROUP BY aggregates: BinaryRowData keys (RowDataSerializer).
+    "sql-heap": ("hashmap", "sql"),
+    "sql-rocksdb": ("rocksdb", "sql"),
 }
 # Buckets -> the parallelism Flink restores the rewritten savepoint at.
 TARGETS = {128: 40, 256: 40, 5: 3}
 # The key-type savepoints (five keyed operators each) take part of the targets, to keep time.
-TARGETS_OF = {"types-heap": {256: 40, 5: 3}, "types-rocksdb": {128: 40}}
+TARGETS_OF = {
+    "types-heap": {256: 40, 5: 3},
+    "types-rocksdb": {128: 40},
+    "sql-heap": {128: 40},
+    "sql-rocksdb": {256: 40, 5: 3},
+}
 pytestmark = pytest.mark.skipif(
     os.environ.get("REBUCKET_SKIP_FLINK") == "1",
     reason="REBUCKET_SKIP_FLINK=1 asks to skip the real-Flink tests",

@@ -12,21 +12,27 @@ enum Jobs {
     /** Integer, Tuple2, Double, Short, Character keys (TypesProbe). */
     TYPES,
     /** A POJO key only (TypesProbe with pojo=true): the negative case. */
-    POJO;
+    POJO,
+    /** Table/SQL GROUP BY aggregates, keyed by BinaryRowData (SqlProbe). */
+    SQL;
 
     static Jobs of(String name) {
         return valueOf(name.toUpperCase());
     }
 
     JobGraph build(Configuration conf, boolean restore, long k, int p, int m, String path) {
-        return this == PROBE
-                ? Probe.build(conf, restore, k, p, m, path)
-                : TypesProbe.build(conf, restore, k, p, m, path, this == POJO);
+        return switch (this) {
+            case PROBE -> Probe.build(conf, restore, k, p, m, path);
+            case SQL -> SqlProbe.build(conf, restore, k, p, m, path);
+            default -> TypesProbe.build(conf, restore, k, p, m, path, this == POJO);
+        };
     }
 
     void reset() {
         Probe.Results.reset();
         TypesProbe.reset();
+        SqlProbe.emitted.set(0);
+        SqlProbe.results.clear();
     }
 
     /** True once every keyed operator has processed all k records of the first run. */
@@ -35,6 +41,7 @@ enum Jobs {
             case PROBE -> Probe.Results.strSeen.get() >= k && Probe.Results.longSeen.get() >= k;
             case TYPES -> TypesProbe.seen.get() >= 5 * k;
             case POJO -> TypesProbe.seen.get() >= k;
+            case SQL -> SqlProbe.emitted.get() >= 3 * k;
         };
     }
 
@@ -43,10 +50,17 @@ enum Jobs {
     }
 
     TreeMap<String, String> results() {
-        return this == PROBE ? Probe.Results.snapshot() : new TreeMap<>(TypesProbe.results);
+        return switch (this) {
+            case PROBE -> Probe.Results.snapshot();
+            case SQL -> new TreeMap<>(SqlProbe.results);
+            default -> new TreeMap<>(TypesProbe.results);
+        };
     }
 
     TreeMap<String, String> expected(long k) {
+        if (this == SQL) {
+            return SqlProbe.expected(k);
+        }
         return this == PROBE ? Probe.expected(k) : TypesProbe.expected(k, this == POJO);
     }
 }

@@ -34,7 +34,8 @@ import java.util.stream.Stream;
  *   <li>heap-native, rocksdb-native: NATIVE savepoints of the *-files jobs (negative tests);
  *   <li>types-heap, types-rocksdb: the {@link TypesProbe} job (Integer, Tuple2, Double, Short,
  *       Character keys), files;
- *   <li>pojo-heap: TypesProbe with only a POJO-keyed operator (must be refused by rebucket).
+ *   <li>pojo-heap: TypesProbe with only a POJO-keyed operator (must be refused by rebucket);
+ *   <li>sql-heap, sql-rocksdb: {@link SqlProbe}, GROUP BY aggregates keyed by BinaryRowData.
  * </ul>
  *
  * Each lands in OUTDIR/NAME. Options: -Dprobe.maxParallelism (8), -Dprobe.parallelism (2).
@@ -53,7 +54,9 @@ public final class Make {
                     new Variant("heap-files-snappy", "hashmap", true, true, null, Jobs.PROBE),
                     new Variant("types-heap", "hashmap", true, false, null, Jobs.TYPES),
                     new Variant("types-rocksdb", "rocksdb", true, false, null, Jobs.TYPES),
-                    new Variant("pojo-heap", "hashmap", true, false, null, Jobs.POJO));
+                    new Variant("pojo-heap", "hashmap", true, false, null, Jobs.POJO),
+                    new Variant("sql-heap", "hashmap", true, false, null, Jobs.SQL),
+                    new Variant("sql-rocksdb", "rocksdb", true, false, null, Jobs.SQL));
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {

@@ -239,9 +239,10 @@ public final class Restore {
             problems.add("differs from the reference run: " + diff(ref, o.state));
         }
         if (problems.isEmpty()) {
-            System.out.printf("%s%d results%s RESULT OK: all %d keys continued 1 -> 2, every timer fired once%n",
+            System.out.printf("%s%d results%s RESULT OK: all %d keys continued 1 -> 2%s%n",
                     head, o.state.size(),
-                    cs.job == Jobs.PROBE ? String.format(" (updates str=%d long=%d)", o.strSeen, o.longSeen) : "", k);
+                    cs.job == Jobs.PROBE ? String.format(" (updates str=%d long=%d)", o.strSeen, o.longSeen) : "", k,
+                    cs.job == Jobs.SQL ? "" : ", every timer fired once");
             return true;
         }
         System.out.println(head + "RESULT MISMATCH " + problems);
