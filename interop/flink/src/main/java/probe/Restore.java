@@ -30,7 +30,7 @@ import java.util.TreeSet;
  * [--backend hashmap|rocksdb] [--reference DIR] [--keys K]}
  *
  * <p>Many cases in one JVM (one MiniCluster): {@code probe.Restore CASE...} with CASE =
- * {@code savepoint=DIR,p=40,m=128,backend=rocksdb,ref=DIR,keys=200,name=x,job=probe|types|pojo};
+ * {@code savepoint=DIR,p=40,m=128,backend=rocksdb,ref=DIR,keys=200,name=x,job=probe|types|pojo|sql};
  * m=unset leaves the
  * job's max parallelism unset (the job adopts the savepoint's).
  *
