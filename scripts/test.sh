@@ -15,7 +15,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r interop/requirements.txt
 
-echo "== maven: interop/flink (real Flink 2.3.0 for the Flink interop tests; ~230 MB into ~/.m2 the first time)"
+echo "== maven: interop/flink (real Flink 2.3.0 for the Flink interop tests; 218 MB into ~/.m2 the first time)"
 mvn -q -B -f interop/flink/pom.xml -DskipTests package
 
 echo "== go vet"
