@@ -23,6 +23,7 @@ import os
 import pathlib
 import re
 import shutil
+import struct
 import subprocess
 
 import pytest
@@ -142,6 +143,92 @@ def tree_digest(root):
     return h.hexdigest()
 
 
+class _Meta:
+    """Just enough of Flink's _metadata (v6, canonical handles) to find each
+    operator's max parallelism field; see shared research section 5."""
+
+    def __init__(self, b):
+        self.b, self.p = b, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.b, self.p)
+        self.p += struct.calcsize(fmt)
+        return v[0]
+
+    def skip(self, n):
+        self.p += n
+
+    def utf(self):
+        self.skip(self.take(">H"))
+
+    def stream(self):
+        t = self.take(">b")
+        if t == 0:
+            return
+        if t == 1:  # ByteStreamStateHandle: name, i32 length, bytes
+            self.utf()
+            self.skip(self.take(">i"))
+        elif t == 2:  # FileStateHandle: i64 size, path
+            self.p += 8
+            self.utf()
+        elif t == 6:  # RelativeFileStateHandle: path, i64 size
+            self.utf()
+            self.p += 8
+        else:
+            raise ValueError(f"stream handle type {t}")
+
+    def keyed(self):
+        t = self.take(">b")
+        if t == 0:
+            return
+        if t != 7:
+            raise ValueError(f"keyed handle type {t}")
+        self.p += 4
+        self.skip(8 * self.take(">i"))
+        self.stream()
+
+    def opstate(self):
+        if self.take(">i"):
+            assert self.take(">b") == 4
+            for _ in range(self.take(">i")):
+                self.utf()
+                self.p += 1
+                self.skip(8 * self.take(">i"))
+            self.stream()
+
+    def max_parallelism_offsets(self):
+        assert self.take(">I") == 0x4960672D and self.take(">i") == 6
+        self.p += 8
+        assert self.take(">i") == 0, "master states"
+        out = []
+        for _ in range(self.take(">i")):
+            self.utf()
+            self.utf()
+            self.p += 16 + 4
+            out.append(self.p)
+            self.p += 4
+            self.stream()
+            for _ in range(max(self.take(">i"), 0)):
+                if self.take(">i") < 0:
+                    continue
+                self.opstate()
+                self.opstate()
+                self.keyed()
+                self.keyed()
+                assert self.take(">i") == 0 and self.take(">i") == 0, "channel state"
+        return out
+
+
+def patch_max_parallelism(src, dst, m):
+    """The naive 'rebucketing' that Flink does not catch: copy the savepoint
+    and set only the max parallelism fields of _metadata."""
+    shutil.copytree(src, dst)
+    b = bytearray((dst / "_metadata").read_bytes())
+    for off in _Meta(bytes(b)).max_parallelism_offsets():
+        struct.pack_into(">i", b, off, m)
+    (dst / "_metadata").write_bytes(bytes(b))
+
+
 def test_rebucketed_savepoints_restore_in_flink(savepoints, rebucket_binary, java_cp, tmp_path):
     sps, made_with = savepoints
     cases = []
@@ -170,10 +257,16 @@ def test_rebucketed_savepoints_restore_in_flink(savepoints, rebucket_binary, jav
     if (tmp_path / "rocksdb-files-256").exists():
         cases.append(f"name=rocksdb-files->256@3/hashmap/unset,savepoint={tmp_path / 'rocksdb-files-256'},"
                      f"p=3,m=unset,backend=hashmap,ref={sps['rocksdb-files']},keys={KEYS}")
-    # Negative control: the original is refused at max parallelism 128, so the
-    # oracle can tell a rebucketed savepoint from an untouched one.
+    # Negative controls, so the oracle is known to tell a rebucketed savepoint
+    # from a wrong one: the original is refused at max parallelism 128, and one
+    # with only its _metadata max parallelism patched restores into RocksDB
+    # "successfully" but loses most keys' state, which the oracle must catch.
     cases.append(f"name=original-at-128-must-fail,savepoint={sps['heap-files']},p=40,m=128,"
                  f"backend=hashmap,expect=fail")
+    patched = tmp_path / "rocksdb-files-patched-128"
+    patch_max_parallelism(sps["rocksdb-files"], patched, 128)
+    cases.append(f"name=patched-max-parallelism-must-fail,savepoint={patched},p=40,m=128,"
+                 f"backend=rocksdb,keys={KEYS},expect=fail")
 
     # Restore whatever was rewritten, even when some rewrites failed, so that one
     # run reports both.
