@@ -6,8 +6,8 @@ and inline in _metadata, Snappy-compressed); `rebucket rewrite` rewrites each
 to 128, 256 and 5 buckets; Flink restores each result at parallelism 40 (128,
 256) or 3 (5), feeds every key once more, and every key's state and timers must
 have continued exactly like a restore of the original that never rebucketed.
-A State Processor API savepoint (committed under engine/flink/testdata/real)
-goes through the same, and so do savepoints keyed by Integer, Tuple2, Double,
+A State Processor API savepoint and a sparse one at max parallelism 128
+(committed under engine/flink/testdata/real) go through the same, and so do savepoints keyed by Integer, Tuple2, Double,
 Short and Character, and a Table/SQL job's (GROUP BY aggregates keyed by
 BinaryRowData; its oracle: every group updated to count 2, none inserted anew). NATIVE savepoints and POJO keys must be refused, with
 nothing written.
@@ -47,6 +47,13 @@ MADE = {
     "sql-heap": ("hashmap", "sql"),
     "sql-rocksdb": ("rocksdb", "sql"),
 }
+# Committed real savepoints that the run does not make again: name -> (backend,
+# job, keys). spa-8 was written by the State Processor API; sparse-heap-128 has
+# 5 keys at max parallelism 128 (mostly empty key groups) and goes down to 8.
+COMMITTED = {
+    "spa-8": ("hashmap", "probe", 200),
+    "sparse-heap-128": ("hashmap", "probe", 5),
+}
 # Buckets -> the parallelism Flink restores the rewritten savepoint at.
 TARGETS = {128: 40, 256: 40, 5: 3}
 # The key-type savepoints (five keyed operators each) take part of the targets, to keep time.
@@ -55,6 +62,7 @@ TARGETS_OF = {
     "types-rocksdb": {128: 40},
     "sql-heap": {128: 40},
     "sql-rocksdb": {256: 40, 5: 3},
+    "sparse-heap-128": {8: 3, 256: 40},
 }
 pytestmark = pytest.mark.skipif(
     os.environ.get("REBUCKET_SKIP_FLINK") == "1",
@@ -128,10 +136,12 @@ def savepoints(java_cp, tmp_path_factory):
     # Inline means every handle is in _metadata; files means keyed state beside it.
     assert [f.name for f in sps["heap-inline"].iterdir()] == ["_metadata"]
     assert len(list(sps["heap-files"].iterdir())) > 1
-    spa = out / "spa-8"
-    shutil.copytree(REAL / "spa-8", spa)
-    sps["spa-8"] = spa
-    return sps, dict(MADE, **{"spa-8": ("hashmap", "probe")})
+    made = {name: (backend, job, KEYS) for name, (backend, job) in MADE.items()}
+    for name, (backend, job, keys) in COMMITTED.items():
+        shutil.copytree(REAL / name, out / name)
+        sps[name] = out / name
+        made[name] = (backend, job, keys)
+    return sps, made
 
 
 def tree_digest(root):
@@ -233,7 +243,7 @@ def test_rebucketed_savepoints_restore_in_flink(savepoints, rebucket_binary, jav
     sps, made_with = savepoints
     cases = []
     failures = []
-    for name, (backend, job) in made_with.items():
+    for name, (backend, job, keys) in made_with.items():
         src = sps[name]
         before = tree_digest(src)
         for buckets, par in TARGETS_OF.get(name, TARGETS).items():
@@ -246,7 +256,7 @@ def test_rebucketed_savepoints_restore_in_flink(savepoints, rebucket_binary, jav
                 continue
             assert (dst / "_metadata").is_file(), f"{dst}: rewrite wrote no _metadata"
             cases.append(f"name={name}->{buckets}@{par}/{backend},job={job},savepoint={dst},p={par},"
-                         f"m={buckets},backend={backend},ref={src},keys={KEYS}")
+                         f"m={buckets},backend={backend},ref={src},keys={keys}")
         assert tree_digest(src) == before, f"rewrite modified its source {src}"
 
     # The rewritten savepoint into the other backend, and into a job that does
