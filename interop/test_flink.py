@@ -7,10 +7,11 @@ to 128, 256 and 5 buckets; Flink restores each result at parallelism 40 (128,
 256) or 3 (5), feeds every key once more, and every key's state and timers must
 have continued exactly like a restore of the original that never rebucketed.
 A State Processor API savepoint and a sparse one at max parallelism 128
-(committed under engine/flink/testdata/real) go through the same, and so do savepoints keyed by Integer, Tuple2, Double,
-Short and Character, and a Table/SQL job's (GROUP BY aggregates keyed by
-BinaryRowData; its oracle: every group updated to count 2, none inserted anew). NATIVE savepoints and POJO keys must be refused, with
-nothing written.
+(committed under engine/flink/testdata/real) go through the same, and so do
+savepoints keyed by Integer, Tuple2, Double, Short and Character, and a
+Table/SQL job's (GROUP BY aggregates keyed by BinaryRowData; its oracle: every
+group updated to count 2, none inserted anew). NATIVE savepoints and POJO keys
+must be refused, with nothing written.
 
 Needs java (17+) and mvn; Maven dependencies come from ~/.m2 (scripts/test.sh
 fetches them). Skipped only when REBUCKET_SKIP_FLINK=1 is set; a missing Java
@@ -64,6 +65,7 @@ TARGETS_OF = {
     "sql-rocksdb": {256: 40, 5: 3},
     "sparse-heap-128": {8: 3, 256: 40},
 }
+
 pytestmark = pytest.mark.skipif(
     os.environ.get("REBUCKET_SKIP_FLINK") == "1",
     reason="REBUCKET_SKIP_FLINK=1 asks to skip the real-Flink tests",
