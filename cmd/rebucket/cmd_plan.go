@@ -68,7 +68,7 @@ Without a mode flag, plan SNAPSHOT shows the width at write and N.`,
 	f := cmd.Flags()
 	f.IntSliceVar(&o.widths, "widths", nil, "widths to plan (comma-separated); with --recommend, the widths the count must divide by")
 	f.IntVar(&o.buckets, "buckets", 0, "plan a rewrite to this bucket count")
-	f.StringVar(&o.mapping, "mapping", "", "mapping of the rewrite's target (default: the snapshot's)")
+	f.StringVar(&o.mapping, "mapping", "", "mapping of the rewrite's target: mod or range (default: the snapshot's)")
 	f.StringVar(&o.memory, "memory", "", "memory budget of the planned rewrite (default: a quarter of physical memory, as rewrite)")
 	f.BoolVar(&o.recommend, "recommend", false, "recommend a bucket count for a job (needs --peak-width)")
 	f.IntVar(&o.peak, "peak-width", 0, "the most workers the job will ever run (with --recommend)")

@@ -85,6 +85,7 @@ N state-owning workers; rebucket raises N offline.
 	for _, f := range commandFactories {
 		root.AddCommand(f(g))
 	}
+	addHelpAndCompletion(root)
 	return root
 }
 
