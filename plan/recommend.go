@@ -104,6 +104,17 @@ func Recommend(peak, headroom int, widths []int) (Recommendation, error) {
 	return r, nil
 }
 
+// RecommendFor is Recommend for a job whose snapshot has n buckets: n joins
+// the widths the count must divide by, so that the rewrite to it is a
+// split. For widths nil it names the same count as SuggestBuckets(n, peak)
+// (below the warning bound): one rule for every suggestion.
+func RecommendFor(n, peak, headroom int, widths []int) (Recommendation, error) {
+	if len(widths) == 0 && peak >= 1 {
+		widths = divisors(peak)
+	}
+	return Recommend(peak, headroom, append(slices.Clone(widths), n))
+}
+
 // BookkeepingWarning explains the cost of a count above the warning bound.
 func BookkeepingWarning(n int) string {
 	return fmt.Sprintf("%d buckets is above %d: every bucket costs bookkeeping whether or not it holds data: per-bucket stats in the manifest, at least one data file per bucket after a split rewrite (a manifest of about %s), and per-bucket metadata that every worker reads at each restart",

@@ -135,7 +135,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	}
 	l, err := s.NewLoader(o.width, policy)
 	if err != nil {
-		return err // ErrRefused under reject: exit 3
+		return loadRefusal(err, src, o.into, o.width) // ErrRefused under reject: exit 3
 	}
 	workers := o.workers
 	if len(workers) == 0 {

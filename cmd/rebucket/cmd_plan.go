@@ -52,7 +52,9 @@ func newPlanCommand(g *globalOptions) *cobra.Command {
       the smallest bucket count of at least headroom x P that every width in
       the list divides (default: P and its divisors), alternatives that divide
       by more widths, their bookkeeping cost, and a paragraph for the job's
-      deployment record.
+      deployment record. With a SNAPSHOT, its bucket count joins the widths
+      (so the rewrite is a split): the count load, verify --width and
+      plan --widths suggest for that snapshot, one rule everywhere.
 
 Without a mode flag, plan SNAPSHOT shows the width at write and N.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -102,13 +104,13 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 		if o.peak < 1 {
 			return usagef(errors.New("--recommend needs --peak-width P (the most workers the job will run)"))
 		}
-		r, err := plan.Recommend(o.peak, o.headroom, o.widths)
-		if err != nil {
-			return usagef(err)
-		}
-		rep.Recommendation = &r
-		rep.Warnings = append(rep.Warnings, r.Warnings...)
 		if len(args) == 0 {
+			r, err := plan.Recommend(o.peak, o.headroom, o.widths)
+			if err != nil {
+				return usagef(err)
+			}
+			rep.Recommendation = &r
+			rep.Warnings = append(rep.Warnings, r.Warnings...)
 			return emitPlan(cmd, g, &rep)
 		}
 	} else if cmd.Flags().Changed("peak-width") || cmd.Flags().Changed("headroom") {
@@ -130,6 +132,15 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 	}
 	widths := o.widths
 	if o.recommend {
+		// With a snapshot, its count joins the widths the recommendation
+		// divides by, so the rewrite to it is a split: the count every
+		// other suggestion for this snapshot names.
+		r, err := plan.RecommendFor(n, o.peak, o.headroom, o.widths)
+		if err != nil {
+			return usagef(err)
+		}
+		rep.Recommendation = &r
+		rep.Warnings = append(rep.Warnings, r.Warnings...)
 		widths = nil // they were the recommendation's
 	}
 	if len(widths) == 0 && o.buckets == 0 && o.topKeys == 0 && !o.recommend {
@@ -142,6 +153,9 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 		wp, err := plan.ForWidth(m, w)
 		if err != nil {
 			return usagef(err)
+		}
+		if wp.WaysOut != nil {
+			wp.WaysOut = plan.WaysOut(args[0], n, w)
 		}
 		rep.Widths = append(rep.Widths, wp)
 	}

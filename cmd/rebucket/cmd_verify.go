@@ -198,7 +198,8 @@ func runVerify(cmd *cobra.Command, g *globalOptions, o *verifyOptions, dir strin
 		if sum.Width.Loadable {
 			fmt.Fprintf(w, "a start at width %d can load it\n", sum.Width.Width)
 		} else {
-			fmt.Fprintf(w, "a start at width %d cannot own state: the bucket count is %d\n", sum.Width.Width, sum.Width.Buckets)
+			fmt.Fprintf(w, "a start at width %d cannot own state: the bucket count is %d; %s\n", sum.Width.Width, sum.Width.Buckets,
+				widthAdvice(dir, sum.Width.Buckets, sum.Width.Width, fmt.Sprintf("rebucket verify %%s --width %d", sum.Width.Width)))
 		}
 	}
 	if sum.Verified {

@@ -1,6 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"github.com/rebucket/rebucket/plan"
+	"os"
+	"path/filepath"
+
+	"github.com/rebucket/rebucket/fixtures"
 	"strings"
 	"testing"
 
@@ -75,5 +81,65 @@ func TestHelpShowsExamples(t *testing.T) {
 	out, _, code := runCLI(t, "rewrite", "--help")
 	if code != 0 || !strings.Contains(out, "Examples:") || !strings.Contains(out, "rebucket rewrite snap --buckets 160 --out snap-160") {
 		t.Errorf("rewrite --help (exit %d) has no examples:\n%s", code, out)
+	}
+}
+
+// One rule: for 40 workers on the story's 8-bucket snapshot, plan
+// --recommend, plan --widths, verify --width and load's refusal name the
+// same count, as commands on the user's own paths.
+func TestAdviceAgreesFor40Workers(t *testing.T) {
+	dir := genPlanFixture(t, fixtures.Spec{Buckets: 8, Width: 4, Keys: 100})
+	into := filepath.Join(t.TempDir(), "stores")
+	rewrite := "`rebucket rewrite " + dir + " --buckets 160 --out " + dir + "-160`"
+	for _, tc := range []struct {
+		args []string
+		want []string
+		code int
+	}{
+		{[]string{"plan", "--recommend", "--peak-width", "40"}, []string{"): 160\n"}, exitOK},
+		{[]string{"plan", dir, "--recommend", "--peak-width", "40"}, []string{"): 160\n"}, exitOK},
+		{[]string{"plan", dir, "--widths", "40"}, []string{rewrite}, exitOK},
+		{[]string{"verify", dir, "--width", "40"}, []string{rewrite, "then `rebucket verify " + dir + "-160 --width 40`"}, exitFindings},
+		{[]string{"load", dir, "--width", "40", "--into", into}, []string{rewrite, "then `rebucket load " + dir + "-160 --width 40 --into " + into + "`", "--into " + into + " --on-excess cap"}, exitRefused},
+	} {
+		out, errOut, code := runCLI(t, tc.args...)
+		all := out + errOut
+		if code != tc.code {
+			t.Errorf("%v: exit %d, want %d\n%s", tc.args, code, tc.code, all)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(all, w) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.args, w, all)
+			}
+		}
+		for _, bad := range []string{"SNAPSHOT --", "--out NEW", "--buckets 40 "} {
+			if strings.Contains(all, bad) {
+				t.Errorf("%v: output has %q:\n%s", tc.args, bad, all)
+			}
+		}
+	}
+}
+
+// The README story and scripts/demo.sh rewrite to the count the rule names
+// for 40 workers over 8 buckets.
+func TestStoryAndDemoFollowTheRule(t *testing.T) {
+	want := fmt.Sprintf("--buckets %d ", plan.SuggestBuckets(8, 40))
+	for _, f := range []string{"../../README.md", "../../scripts/demo.sh"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "rewrite ") && strings.Contains(line, "--buckets ") && (strings.Contains(line, "rewrite snap") || strings.Contains(line, "rewrite examples/sample")) {
+				n++
+				if !strings.Contains(line, want) {
+					t.Errorf("%s: %q does not rewrite with %q", f, line, want)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no rewrite of the story found", f)
+		}
 	}
 }
