@@ -213,7 +213,9 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		}
 	}
 	r := &run{opts: opts, src: s, w: w, to: to, plan: p, tmpRoot: tmpRoot, states: states}
-	prog.Start(int64(m.TotalBytes()), fmt.Sprintf("%s %d->%d", p.Strategy, m.Partitioning.Buckets, to.Buckets))
+	if p.Strategy != plan.StrategyShuffle { // a shuffle labels its own phases
+		prog.Start(int64(m.TotalBytes()), fmt.Sprintf("%s %d->%d: read and write", p.Strategy, m.Partitioning.Buckets, to.Buckets))
+	}
 	err = r.work(ctx)
 	prog.Finish()
 	if err == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/internal/units"
 	"github.com/rebucket/rebucket/reader"
 	"github.com/rebucket/rebucket/snapshotfmt"
@@ -166,7 +167,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 		par = runtime.GOMAXPROCS(0)
 	}
 	prog := newProgress(cmd, g)
-	prog.Start(int64(len(workers)), "building worker stores")
+	progress.StartUnit(prog, int64(len(workers)), "load: build the worker stores", progress.Workers)
 	buildStart := time.Now()
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(par)
@@ -192,6 +193,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	// Read every store back: together they must hold each entry once, in
 	// its owner's store.
 	verifyStart := time.Now()
+	progress.StartUnit(prog, int64(len(rep.Workers)), "load: read the stores back", progress.Workers)
 	eg, ectx = errgroup.WithContext(ctx)
 	eg.SetLimit(par)
 	for k := range rep.Workers {
@@ -202,10 +204,13 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 				return fmt.Errorf("worker %d: %w", wk.Worker, err)
 			}
 			wk.StoreEntries, wk.Outside = c.Entries, c.Outside
+			prog.Add(1)
 			return nil
 		})
 	}
-	if err := eg.Wait(); err != nil {
+	err = eg.Wait()
+	prog.Finish()
+	if err != nil {
 		return err
 	}
 	rep.VerifyTime = time.Since(verifyStart)

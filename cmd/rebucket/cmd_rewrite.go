@@ -96,7 +96,7 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 	opts := rewrite.Options{
 		Source: source, Target: o.out, Parallelism: o.parallelism, TmpDir: o.tmp, Force: o.force,
 		Note: o.note, Tool: toolName(), DropStates: o.dropStates, RenameStates: o.renameStates,
-		Progress: newProgress(cmd, g), NoVerify: o.noVerify, VerifyProgress: newProgress(cmd, g),
+		Progress: newProgress(cmd, g), NoVerify: o.noVerify, VerifyProgress: relabel(newProgress(cmd, g), "self-check: read the output back"),
 	}
 	if o.buckets < snapshotfmt.MinBuckets || o.buckets > snapshotfmt.MaxBuckets {
 		return usagef(fmt.Errorf("--buckets %d: want %d..%d", o.buckets, snapshotfmt.MinBuckets, snapshotfmt.MaxBuckets))
