@@ -87,6 +87,11 @@ type Options struct {
 	Findings verify.Sink
 	// VerifyProgress receives bytes read back by the self-check.
 	VerifyProgress progress.Reporter
+	// DryRun runs the checks and makes the plan (OnPlan sees it), then
+	// stops: nothing is written, no lock or temporary directory is taken.
+	// The error is what the real run would refuse with; the Summary holds
+	// the plan.
+	DryRun bool
 }
 
 // Summary is what a rewrite did.
@@ -175,6 +180,16 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		if err := CheckDisk(opts.Target, tmpRoot, p.TargetDiskBytes, p.TmpDiskBytes); err != nil {
 			return nil, err
 		}
+	}
+	if opts.DryRun {
+		if opts.OnPlan != nil {
+			opts.OnPlan(p)
+		}
+		return &Summary{Source: opts.Source, Target: opts.Target, Strategy: p.Strategy, From: m.Partitioning, To: to,
+			Entries: m.TotalEntries(), LogicalBytes: m.TotalBytes(), SourceBytes: m.DataBytes(),
+			Dropped: append([]string{}, dropped...), Renamed: append([]string{}, renamed...),
+			StaleRemoved: []string{}, Leftover: []string{}, Plan: p, Compression: cmp.Or(opts.Compression, "snappy"),
+		}, writer.CheckTarget(opts.Target, opts.Force, "--out")
 	}
 	note := opts.Note
 	var edits []string

@@ -31,6 +31,7 @@ type loadOptions struct {
 	onExcess    string
 	workers     []int
 	force       bool
+	dryRun      bool
 	parallelism int
 	clip        string
 }
@@ -75,6 +76,7 @@ creates W workers, the surplus empty, and lists them.`,
 	f.StringVar(&o.onExcess, "on-excess", "reject", "a width above the bucket count: reject, cap or idle")
 	f.IntSliceVar(&o.workers, "workers", nil, "build only these workers (comma-separated indexes; default all)")
 	f.BoolVar(&o.force, "force", false, "replace a non-empty --into once the new one is complete")
+	f.BoolVar(&o.dryRun, "dry-run", false, "run the checks and print which buckets each worker would own, build nothing: exit 0 when the load would start, else the refusal's code")
 	f.IntVar(&o.parallelism, "parallelism", 0, "workers built at once (default: the number of cores)")
 	f.StringVar(&o.clip, "clip", "rewrite", "files straddling a worker's range: rewrite (copy the in-range entries into a new table) or excise (ingest the whole file, then excise the rest: no rewrite, but each store keeps the whole file until compaction)")
 	_ = cmd.MarkFlagRequired("width")
@@ -152,9 +154,21 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 			return usagef(fmt.Errorf("--workers: worker %d does not exist; this start has workers 0..%d", i, l.Width()-1))
 		}
 	}
+	if o.dryRun {
+		a := l.Assignment()
+		err := writer.CheckTarget(o.into, o.force, "--into")
+		if !g.JSON {
+			fmt.Fprintf(cmd.OutOrStdout(), "load %s into %s: %d buckets over %d workers (%d to build)", src, o.into, a.Buckets, a.Width, len(workers))
+			if len(a.Idle) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), ", %d own nothing: workers %s", len(a.Idle), compactInts(a.Idle))
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
+		}
+		return reportDryRun(cmd, g, "load", a, err)
+	}
 	stage, err := writer.Begin(o.into, o.force)
 	if err != nil {
-		return err
+		return writer.RenameFlag(err, "--into")
 	}
 	defer stage.Abort()
 	m := s.Manifest()

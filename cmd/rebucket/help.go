@@ -20,6 +20,8 @@ var commandExamples = map[string]string{
   rebucket inspect snap --top-keys 10 --json`,
 	"rewrite": `  # make room for 40 workers: a split, proved equal before it is published
   rebucket rewrite snap --buckets 160 --out snap-160
+  # the checks and the plan first, writing nothing
+  rebucket rewrite snap --buckets 160 --out snap-160 --dry-run
   # change the mapping within a memory budget
   rebucket rewrite snap --buckets 100 --mapping range --out snap-100 --memory 2GiB`,
 	"split": `  # one state to its own snapshot, the rest to another
@@ -42,7 +44,7 @@ var commandExamples = map[string]string{
   rebucket locate snap 757365722d303030303030303432 --key-format hex`,
 	"load": `  # build the 40 workers' Pebble stores, as a restart would
   rebucket load snap-160 --width 40 --into stores
-  rebucket load snap --width 40 --into stores --on-excess idle`,
+  rebucket load snap --width 40 --into stores --on-excess idle --dry-run`,
 }
 
 // enumFlagValues are the values of the flags that take one of a few words,

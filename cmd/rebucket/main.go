@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -31,10 +32,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
-	if err != nil && !*started {
+	if err != nil && !*started && !strings.Contains(err.Error(), "--help' for usage") {
 		// cobra refused the command line before any command ran: an
 		// unknown command, a missing required flag, a bad argument count.
 		err = usagef(fmt.Errorf("%w\nRun 'rebucket --help' for usage.", err))
+	}
+	if err != nil && !*started {
+		err = usagef(err)
 	}
 	code := exitCode(ctx, err)
 	var silent silentError
