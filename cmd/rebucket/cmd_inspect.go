@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +39,7 @@ type inspectReport struct {
 	Format       string                    `json:"format"`
 	Version      int                       `json:"version"`
 	TableFormat  string                    `json:"table_format"`
-	Created      string                    `json:"created"`
+	Created      time.Time                 `json:"created"` // RFC 3339, as every timestamp of --json
 	Tool         string                    `json:"tool"`
 	Partitioning snapshotfmt.Partitioning  `json:"partitioning"`
 	WidthAtWrite int                       `json:"width_at_write"`
@@ -64,7 +65,7 @@ func runInspect(cmd *cobra.Command, g *globalOptions, dir string, topKeys int) e
 	m := s.Manifest()
 	rep := inspectReport{
 		Snapshot: dir, Format: m.Format, Version: m.Version, TableFormat: m.TableFormat,
-		Created: m.Created.Format("2006-01-02 15:04:05Z07:00"), Tool: m.Tool,
+		Created: m.Created, Tool: m.Tool,
 		Partitioning: m.Partitioning, WidthAtWrite: m.WidthAtWrite,
 		Entries: m.TotalEntries(), LogicalBytes: m.TotalBytes(), DataBytes: m.DataBytes(),
 		States: m.States, WorkerStates: m.WorkerStates, Files: m.Files, Lineage: m.Lineage,
@@ -99,7 +100,7 @@ func bucketCostWarning(n int) string {
 func renderInspect(w io.Writer, r *inspectReport) {
 	fmt.Fprintf(w, "snapshot     %s\n", r.Snapshot)
 	fmt.Fprintf(w, "format       %s v%d, %s\n", r.Format, r.Version, r.TableFormat)
-	fmt.Fprintf(w, "written      %s by %s\n", r.Created, r.Tool)
+	fmt.Fprintf(w, "written      %s by %s\n", r.Created.Format("2006-01-02 15:04:05Z07:00"), r.Tool)
 	fmt.Fprintf(w, "partitioning %d buckets, %s mapping of %s\n", r.Partitioning.Buckets, r.Partitioning.Mapping, r.Partitioning.Hash)
 	fmt.Fprintf(w, "width        %d workers at write (at most %d can own state)\n", r.WidthAtWrite, r.Partitioning.Buckets)
 	fmt.Fprintf(w, "totals       %s entries, %s logical, %s in %d data files\n",

@@ -92,6 +92,11 @@ type loadWorker struct {
 	Dir          string `json:"dir"`
 	StoreEntries uint64 `json:"store_entries"`
 	Outside      uint64 `json:"store_entries_outside_range"`
+	// The worker's times, in seconds as every duration of --json.
+	PrepareSeconds float64 `json:"prepare_seconds"`
+	RewriteSeconds float64 `json:"rewrite_seconds"`
+	IngestSeconds  float64 `json:"ingest_seconds"`
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
 }
 
 type loadReport struct {
@@ -105,14 +110,22 @@ type loadReport struct {
 	StoreEntries uint64                   `json:"entries_in_stores"`
 	Complete     bool                     `json:"complete"` // every worker was built
 	Verified     bool                     `json:"verified"`
-	IngestTime   time.Duration            `json:"ingest_ns"`
-	PrepareTime  time.Duration            `json:"prepare_ns"`
-	RewriteTime  time.Duration            `json:"rewrite_ns"`
-	BuildTime    time.Duration            `json:"build_ns"`
-	VerifyTime   time.Duration            `json:"verify_ns"`
-	Time         time.Duration            `json:"total_ns"`
-	StaleRemoved []string                 `json:"stale_removed"`
-	Leftover     []string                 `json:"leftover"`
+	IngestTime   time.Duration            `json:"-"`
+	PrepareTime  time.Duration            `json:"-"`
+	RewriteTime  time.Duration            `json:"-"`
+	BuildTime    time.Duration            `json:"-"`
+	VerifyTime   time.Duration            `json:"-"`
+	Time         time.Duration            `json:"-"`
+	// The times in seconds (ingest, prepare and rewrite summed over the
+	// workers), as every duration of --json.
+	IngestSeconds  float64  `json:"ingest_seconds"`
+	PrepareSeconds float64  `json:"prepare_seconds"`
+	RewriteSeconds float64  `json:"rewrite_seconds"`
+	BuildSeconds   float64  `json:"build_seconds"`
+	VerifySeconds  float64  `json:"verify_seconds"`
+	ElapsedSeconds float64  `json:"elapsed_seconds"`
+	StaleRemoved   []string `json:"stale_removed"`
+	Leftover       []string `json:"leftover"`
 }
 
 func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) error {
@@ -192,7 +205,8 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 			if err != nil {
 				return fmt.Errorf("worker %d: %w", i, err)
 			}
-			rep.Workers[k] = loadWorker{StoreStats: st, Dir: name}
+			rep.Workers[k] = loadWorker{StoreStats: st, Dir: name, PrepareSeconds: st.PrepareTime.Seconds(),
+				RewriteSeconds: st.RewriteTime.Seconds(), IngestSeconds: st.IngestTime.Seconds(), ElapsedSeconds: st.Time.Seconds()}
 			prog.Add(1)
 			return nil
 		})
@@ -247,7 +261,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 		return fmt.Errorf("%w: %v", reader.ErrLoadMismatch, bad)
 	}
 	rep.Verified = true
-	rep.Time = time.Since(start)
+	rep.setTime(time.Since(start))
 	rec, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -258,12 +272,35 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	if err := stage.Publish(); err != nil {
 		return err
 	}
-	rep.Time = time.Since(start)
+	rep.setTime(time.Since(start))
 	if g.JSON {
 		return writeJSON(cmd.OutOrStdout(), rep)
 	}
 	renderLoadReport(cmd.OutOrStdout(), &rep)
 	return nil
+}
+
+// MarshalJSON writes an idle worker's bucket bounds as null, not -1.
+func (w loadWorker) MarshalJSON() ([]byte, error) {
+	type plain loadWorker
+	null := func(v int) *int {
+		if v < 0 {
+			return nil
+		}
+		return &v
+	}
+	return json.Marshal(struct {
+		plain
+		BucketLo *int `json:"bucket_lo"`
+		BucketHi *int `json:"bucket_hi"`
+	}{plain(w), null(w.BucketLo), null(w.BucketHi)})
+}
+
+// setTime sets the total time and every duration in seconds.
+func (r *loadReport) setTime(total time.Duration) {
+	r.Time = total
+	r.IngestSeconds, r.PrepareSeconds, r.RewriteSeconds = r.IngestTime.Seconds(), r.PrepareTime.Seconds(), r.RewriteTime.Seconds()
+	r.BuildSeconds, r.VerifySeconds, r.ElapsedSeconds = r.BuildTime.Seconds(), r.VerifyTime.Seconds(), total.Seconds()
 }
 
 func renderLoadReport(w io.Writer, r *loadReport) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -300,7 +301,8 @@ func renderPlanRewrite(w io.Writer, p *plan.RewritePlan, e *plan.RewriteEstimate
 	fmt.Fprintf(w, "  memory       peak about %s\n", units.Bytes(p.PeakMemory))
 	if e != nil {
 		if e.Time > 0 {
-			fmt.Fprintf(w, "  time         about %s: copy work %s, disk writes %s, %d file fsyncs %s\n", units.Duration(e.Time),
+			fmt.Fprintf(w, "  time         about %s, up to %s on a busy machine: copy work %s, disk writes %s, %d file fsyncs %s\n", units.Duration(e.Time),
+				units.Duration(time.Duration(e.HighSeconds*float64(time.Second))),
 				units.Duration(e.CPUTime), units.Duration(e.WriteTime), e.Files, units.Duration(e.FileTime))
 		}
 		fmt.Fprintf(w, "%s\n", wrap(fmt.Sprintf("(%s. Copy: %s in %d file(s) in %s, %s; disk (%s): %s, one small-file fsync %s.)",

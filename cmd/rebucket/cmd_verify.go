@@ -94,6 +94,17 @@ type findingLine struct {
 	verify.Finding
 }
 
+// MarshalJSON is the finding's object with "type" first (Finding has its
+// own MarshalJSON, which embedding would otherwise promote).
+func (l findingLine) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(l.Finding)
+	if err != nil {
+		return nil, err
+	}
+	t, _ := json.Marshal(l.Type)
+	return append(append(append([]byte(`{"type":`), t...), ','), b[1:]...), nil
+}
+
 // streamer prints findings as they arrive.
 func streamer(w io.Writer, g *globalOptions) verify.Sink {
 	return func(f verify.Finding) {
