@@ -48,7 +48,9 @@ split state as a multiset of items, union as a set, broadcast by its copy).
 A fast pass compares per-bucket fingerprints of TARGET's layout, reading both
 once; only differing buckets are diffed exactly, naming up to --max-diffs
 entries per kind: missing (SOURCE only), extra (TARGET only), changed,
-misplaced, worker_state.
+misplaced, worker_state. --deep and --width do not combine with --against
+(which reads every entry of both anyway): run "verify TARGET --deep --width W"
+on its own for those checks.
 
 Every finding is streamed, all of them: one line each, or with --json one
 JSON object per line ({"type":"finding",...}) and then {"type":"summary",...}.
@@ -69,7 +71,7 @@ Exit codes of verify:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.against != "" {
 				if cmd.Flags().Changed("width") || cmd.Flags().Changed("deep") {
-					return usagef(fmt.Errorf("--width and --deep check one snapshot; they do not apply with --against"))
+					return usagef(fmt.Errorf("--width and --deep check one snapshot and do not combine with --against (which reads every entry of both snapshots anyway); run them on their own: `rebucket verify %s --deep` (add --width W to check a start)", args[0]))
 				}
 				return runVerifyAgainst(cmd, g, o, args[0])
 			}
@@ -84,7 +86,10 @@ Exit codes of verify:
 	f.BoolVar(&o.deep, "deep", false, "scan every entry (default: when the data is at most 2 GiB); --deep=false never scans")
 	f.StringVar(&o.against, "against", "", "prove key-level equality with this SOURCE snapshot")
 	f.IntVar(&o.maxDiffs, "max-diffs", 10, "with --against: differences listed per kind (the rest are counted)")
+	f.IntVar(&o.parallel, "parallelism", 0, "files read at once (default: the number of CPUs)")
+	// --parallel was this flag's name; every other command says --parallelism.
 	f.IntVar(&o.parallel, "parallel", 0, "files read at once (default: the number of CPUs)")
+	_ = f.MarkDeprecated("parallel", "use --parallelism")
 	return cmd
 }
 

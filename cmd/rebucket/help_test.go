@@ -143,3 +143,22 @@ func TestStoryAndDemoFollowTheRule(t *testing.T) {
 		}
 	}
 }
+
+// verify says --parallelism like every other command; --parallel, its old
+// name, still works but is hidden from --help.
+func TestVerifyParallelism(t *testing.T) {
+	dir := genPlanFixture(t, fixtures.Spec{Buckets: 4, Width: 2, Keys: 50})
+	for _, flag := range []string{"--parallelism", "--parallel"} {
+		if out, errOut, code := runCLI(t, "verify", dir, flag, "2"); code != exitOK {
+			t.Errorf("%s: exit %d\n%s%s", flag, code, out, errOut)
+		}
+	}
+	out, _, _ := runCLI(t, "verify", "--help")
+	if !strings.Contains(out, "--parallelism") || strings.Contains(out, "--parallel ") {
+		t.Errorf("verify --help:\n%s", out)
+	}
+	_, errOut, code := runCLI(t, "verify", dir, "--against", dir, "--deep")
+	if code != exitUsage || !strings.Contains(errOut, "rebucket verify "+dir+" --deep") {
+		t.Errorf("--deep --against: exit %d: %s", code, errOut)
+	}
+}
