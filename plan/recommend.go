@@ -77,13 +77,13 @@ func Recommend(peak, headroom int, widths []int) (Recommendation, error) {
 		}
 		l = lcm(l, w)
 		if l > snapshotfmt.MaxBuckets {
-			return Recommendation{}, fmt.Errorf("%w: no bucket count up to %d divides by every width of %v (their least common multiple is above it); drop a width", snapshotfmt.ErrInvalidArgument, snapshotfmt.MaxBuckets, widths)
+			return Recommendation{}, fmt.Errorf("%w: no bucket count up to %d divides by every width of %s (their least common multiple is above it); drop a width", snapshotfmt.ErrInvalidArgument, snapshotfmt.MaxBuckets, intList(widths))
 		}
 	}
 	floor := headroom * peak
 	c := l * ceilDiv(floor, l)
 	if c > snapshotfmt.MaxBuckets {
-		return Recommendation{}, fmt.Errorf("%w: the smallest count of at least %d x %d = %d that divides by %v is %d, above the limit of %d buckets; lower --headroom or the widths", snapshotfmt.ErrInvalidArgument, headroom, peak, floor, widths, c, snapshotfmt.MaxBuckets)
+		return Recommendation{}, fmt.Errorf("%w: the smallest count of at least %d x %d = %d that divides by %s is %d, above the limit of %d buckets; lower --headroom or the widths", snapshotfmt.ErrInvalidArgument, headroom, peak, floor, intList(widths), c, snapshotfmt.MaxBuckets)
 	}
 	r := Recommendation{PeakWidth: peak, Headroom: headroom, Widths: widths, LCM: l, Warnings: []string{}, Alternatives: []CountOption{}}
 	r.Recommended = countOption(c, peak)

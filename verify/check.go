@@ -232,8 +232,8 @@ func checkWidth(m *snapshotfmt.Manifest, w int, em *emitter) *WidthReport {
 	wr := &WidthReport{Width: w, Buckets: n, Loadable: w <= n, Idle: load.Idle, Load: load}
 	if w > n {
 		f := newFinding(WidthAboveBuckets, SevError,
-			"a start at width %d cannot own state with %d buckets: at most %d workers can (under --on-excess idle, workers %v would own nothing); %s",
-			w, n, n, load.Idle, snapshotfmt.RaiseHint(w, n))
+			"a start at width %d cannot own state with %d buckets: at most %d workers can (under --on-excess idle, workers %s would own nothing); %s",
+			w, n, n, plan.CompactInts(load.Idle), snapshotfmt.RaiseHint(w, n))
 		em.emit(f)
 	}
 	return wr

@@ -167,13 +167,13 @@ func renderLoad(w io.Writer, l plan.WidthLoad) {
 		}
 		rng := fmt.Sprintf("%d..%d", wk.BucketLo, wk.BucketHi)
 		rows = append(rows, barRow{label: label, value: float64(wk.Bytes),
-			note: fmt.Sprintf("buckets %-11s %12s entries %10s", rng, units.Count(wk.Entries), units.Bytes(int64(wk.Bytes)))})
+			note: fmt.Sprintf("buckets %-11s %11s entries %9s", rng, units.Count(wk.Entries), units.Bytes(int64(wk.Bytes)))})
 	}
 	if len(rows) > 64 {
 		// Too many workers to draw one by one: show the extremes.
 		fmt.Fprintf(w, "  %d workers; max %s, mean %s\n", len(rows), units.Bytes(int64(l.MaxBytes)), units.Bytes(int64(l.MeanBytes)))
 	} else {
-		drawBars(w, rows, 30)
+		drawBars(w, rows, 20) // 2+5+1+20+1+48: 77 columns
 	}
 	fmt.Fprintf(w, "  max/mean %.2f", l.Imbalance)
 	if len(l.Idle) > 0 {

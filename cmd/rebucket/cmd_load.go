@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rebucket/rebucket/internal/fsx"
@@ -258,7 +259,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 		bad = append(bad, fmt.Sprintf("the workers' buckets hold %d entries, the snapshot %d", rep.Entries, m.TotalEntries()))
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: %v", reader.ErrLoadMismatch, bad)
+		return fmt.Errorf("%w: %s", reader.ErrLoadMismatch, strings.Join(bad, "; "))
 	}
 	rep.Verified = true
 	rep.setTime(time.Since(start))
@@ -335,7 +336,11 @@ func renderLoadReport(w io.Writer, r *loadReport) {
 		units.Duration(r.BuildTime), units.Duration(r.PrepareTime), units.Duration(r.RewriteTime), units.Duration(r.IngestTime),
 		units.Duration(r.VerifyTime), units.Duration(r.Time))
 	if r.Complete {
-		fmt.Fprintf(w, "  verified: the %d stores hold all %s entries exactly once, each in the worker owning its bucket\n", len(r.Workers), units.Count(r.StoreEntries))
+		stores := fmt.Sprintf("the %d stores hold", len(r.Workers))
+		if len(r.Workers) == 1 {
+			stores = "the store holds"
+		}
+		fmt.Fprintf(w, "  verified: %s all %s entries exactly once, each in the worker owning its bucket\n", stores, units.Count(r.StoreEntries))
 	} else {
 		fmt.Fprintf(w, "  verified: the %d stores built hold their %s entries exactly once (only --workers were built)\n", len(r.Workers), units.Count(r.StoreEntries))
 	}

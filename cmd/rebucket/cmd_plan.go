@@ -350,27 +350,8 @@ func idleList(v []int) string {
 }
 
 // compactInts prints 1,2,3,7 as "1-3, 7".
-func compactInts(v []int) string {
-	var parts []string
-	for i := 0; i < len(v); {
-		j := i
-		for j+1 < len(v) && v[j+1] == v[j]+1 {
-			j++
-		}
-		if j-i >= 2 {
-			parts = append(parts, fmt.Sprintf("%d-%d", v[i], v[j]))
-		} else {
-			for k := i; k <= j; k++ {
-				parts = append(parts, fmt.Sprint(v[k]))
-			}
-		}
-		i = j + 1
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
+// compactInts lists ints with runs as ranges: 0-3, 5, 7-9.
+func compactInts(v []int) string { return plan.CompactInts(v) }
 
 func intsString(v []int) string {
 	s := make([]string, len(v))

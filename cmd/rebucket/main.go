@@ -57,6 +57,12 @@ func markStarted(root *cobra.Command) *bool {
 		if f := c.RunE; f != nil {
 			c.RunE = func(cmd *cobra.Command, args []string) error {
 				*started = true
+				// Human reports fit in 80 columns; JSON is left alone.
+				if asJSON, _ := cmd.Flags().GetBool("json"); !asJSON {
+					ww := newWrapWriter(cmd.OutOrStdout())
+					cmd.SetOut(ww)
+					defer ww.Flush()
+				}
 				return f(cmd, args)
 			}
 		}
@@ -87,5 +93,5 @@ func reportError(root *cobra.Command, stderr io.Writer, code int, err error) {
 		_ = writeJSONLine(stderr, errorReport{Type: "error", ExitCode: code, Message: msg, Hint: exitHint(code)})
 		return
 	}
-	fmt.Fprintf(stderr, "rebucket: %s\n", msg)
+	fmt.Fprintln(stderr, foldLine(singular("rebucket: "+msg), foldWidth(stderr)))
 }
