@@ -162,3 +162,43 @@ func TestVerifyParallelism(t *testing.T) {
 		t.Errorf("--deep --against: exit %d: %s", code, errOut)
 	}
 }
+
+// The README's Commands table and the commands agree: every command row
+// names a command, and every flag it shows exists on that command.
+func TestReadmeCommandsTableMatchesFlags(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := newRootCommand()
+	rows := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		usage, _, _ := strings.Cut(strings.TrimPrefix(line, "| `"), "` |")
+		fields := strings.Fields(usage)
+		if len(fields) == 0 {
+			continue
+		}
+		c, _, err := root.Find(fields[:1])
+		if err != nil || c == root {
+			continue // not a command row (the exit code table)
+		}
+		rows++
+		for _, f := range fields {
+			f = strings.Trim(f, "[]|")
+			if !strings.HasPrefix(f, "--") {
+				continue
+			}
+			name, _, _ := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+			name = strings.TrimRight(name, "]")
+			if c.Flags().Lookup(name) == nil && root.PersistentFlags().Lookup(name) == nil {
+				t.Errorf("README row %q: %s has no flag --%s", fields[0], c.Name(), name)
+			}
+		}
+	}
+	if rows < len(root.Commands())-1 {
+		t.Errorf("only %d command rows in the README's table", rows)
+	}
+}
