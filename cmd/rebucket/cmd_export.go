@@ -103,7 +103,7 @@ func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src strin
 	opts := dataset.ExportOptions{
 		Format: format, PartitionBy: o.partitionBy, Compression: o.compression,
 		RowGroupRows: int64(o.rowGroupSize), Force: o.force, Tool: toolName(),
-		Progress: newProgress(cmd, g),
+		Progress: relabel(newProgress(cmd, g), "export: read and write"),
 		View:     reader.ArrowOptions{States: o.states, BatchRows: o.batchRows, Parallelism: o.parallelism},
 	}
 	if o.bucketRange != "" {

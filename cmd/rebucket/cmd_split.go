@@ -67,7 +67,7 @@ func runSplit(cmd *cobra.Command, g *globalOptions, o *splitOptions, source stri
 	}
 	sum, err := rewrite.Split(cmd.Context(), rewrite.SplitOptions{
 		Source: source, OutA: o.outs[0], OutB: o.outs[1], Rule: rule, Parallelism: o.parallelism,
-		FileSize: fs, Force: o.force, Note: o.note, Tool: toolName(), Progress: newProgress(cmd, g), DryRun: o.dryRun,
+		FileSize: fs, Force: o.force, Note: o.note, Tool: toolName(), Progress: relabel(newProgress(cmd, g), "split: read and write"), DryRun: o.dryRun,
 	})
 	if o.dryRun {
 		return reportDryRun(cmd, g, "split", nil, err)

@@ -232,7 +232,7 @@ func runVerifyAgainst(cmd *cobra.Command, g *globalOptions, o *verifyOptions, ta
 	}
 	w := cmd.OutOrStdout()
 	sum, err := verify.Equal(cmd.Context(), target, o.against,
-		verify.EqualOptions{MaxDiffs: o.maxDiffs, Parallelism: o.parallel, Progress: newProgress(cmd, g)}, streamer(w, g))
+		verify.EqualOptions{MaxDiffs: o.maxDiffs, Parallelism: o.parallel, Progress: relabel(newProgress(cmd, g), "verify --against: fingerprint both snapshots")}, streamer(w, g))
 	if done, res := verifyRan(cmd, g, sum, sum.Errors, err); done {
 		return res
 	}

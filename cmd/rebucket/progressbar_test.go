@@ -91,4 +91,21 @@ func TestEveryPhaseHasABar(t *testing.T) {
 			t.Errorf("rewrite phase %+v: want a total, reached", p)
 		}
 	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"split", dir, "--out", filepath.Join(t.TempDir(), "a"), "--out", filepath.Join(t.TempDir(), "b"), "--by", "buckets=0-3"}, "split: read and write (bytes)"},
+		{[]string{"verify", dir, "--against", dir}, "verify --against: fingerprint both snapshots (bytes)"},
+		{[]string{"export", dir, "--out", filepath.Join(t.TempDir(), "x.parquet")}, "export: read and write (bytes)"},
+	} {
+		rec = recordProgress(t)
+		if out, errOut, code := runCLI(t, tc.args...); code != exitOK {
+			t.Fatalf("%v: exit %d\n%s%s", tc.args, code, out, errOut)
+		}
+		if got := phaseNames(rec); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%v: phases %q, want %q", tc.args, got, tc.want)
+		}
+	}
 }
