@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,11 +154,19 @@ func TestExportJSONL(t *testing.T) {
 	sc.Buffer(nil, 1<<20)
 	n := 0
 	per := map[string]int{}
+	var keys0 []string
 	for sc.Scan() {
 		n++
 		var row map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
 			t.Fatalf("line %d: %v", n, err)
+		}
+		// Every row has the same keys (null where absent).
+		keys := slices.Sorted(maps.Keys(row))
+		if keys0 == nil {
+			keys0 = keys
+		} else if !slices.Equal(keys, keys0) {
+			t.Fatalf("line %d has keys %v, line 1 %v", n, keys, keys0)
 		}
 		st := row["step"].(string) + "/" + row["state"].(string)
 		per[st]++

@@ -64,7 +64,8 @@ type ExportResult struct {
 	// WorkerStateFile is where per-worker state went ("" when none).
 	WorkerStateFile  string        `json:"worker_state_file,omitempty"`
 	WorkerStateItems uint64        `json:"worker_state_items"`
-	Elapsed          time.Duration `json:"elapsed_ns"`
+	Elapsed          time.Duration `json:"-"`
+	ElapsedSeconds   float64       `json:"elapsed_seconds"`
 }
 
 // Export writes the view of s selected by opts to out, atomically.
@@ -268,6 +269,7 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 		}
 	}
 	res.Elapsed = time.Since(start)
+	res.ElapsedSeconds = res.Elapsed.Seconds()
 	return res, nil
 }
 

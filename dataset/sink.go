@@ -428,9 +428,13 @@ func (js *jsonlSink) write(rec arrow.Record, lo, hi int64) error {
 		l = appendJSONString(l, step)
 		l = append(l, `,"state":`...)
 		l = appendJSONString(l, name)
+		// Every row has the same keys, null where absent, so readers that
+		// infer a schema from a sample (DuckDB's read_json) keep them all.
 		l = appendField(l, reader.ColKey, st.KeyCodec, key.Value(r))
 		if !sub.IsNull(r) {
 			l = appendField(l, reader.ColSubKey, st.SubKeyCodec, sub.Value(r))
+		} else {
+			l = append(l, `,"`+reader.ColSubKey+`":null,"`+reader.ColSubKey+`_base64":null`...)
 		}
 		l = appendField(l, reader.ColValue, st.ValueCodec, val.Value(r))
 		l = append(l, '}', '\n')
@@ -448,8 +452,18 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, b...)
 }
 
-// appendField writes ,"name":decoded or ,"name_base64":"...".
+// appendField writes ,"name":decoded,"name_base64":null or, for bytes the
+// codec hint does not decode, ,"name":null,"name_base64":"...".
 func appendField(dst []byte, name, codec string, b []byte) []byte {
+	n := len(dst)
+	dst = appendDecoded(dst, name, codec, b)
+	if len(dst) > n && !bytes.HasPrefix(dst[n:], []byte(`,"`+name+`_base64"`)) {
+		return append(dst, `,"`+name+`_base64":null`...)
+	}
+	return dst
+}
+
+func appendDecoded(dst []byte, name, codec string, b []byte) []byte {
 	switch codec {
 	case "int64":
 		if v, ok := reader.DecodeInt64(b); ok {
@@ -476,7 +490,8 @@ func appendField(dst []byte, name, codec string, b []byte) []byte {
 	}
 	dst = append(dst, `,"`+name+`_base64":"`...)
 	dst = base64.StdEncoding.AppendEncode(dst, b)
-	return append(dst, '"')
+	dst = append(dst, '"')
+	return append(dst, `,"`+name+`":null`...)
 }
 
 func compactJSON(b []byte) ([]byte, error) {

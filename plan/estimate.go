@@ -17,10 +17,11 @@ import (
 // encoded again into a table (snappy, as the writer does, output
 // discarded) in Elapsed, by one goroutine.
 type ScanRate struct {
-	Bytes   int64         `json:"bytes"`
-	Entries uint64        `json:"entries"`
-	Elapsed time.Duration `json:"elapsed_ns"`
-	Files   int           `json:"files"`
+	Bytes          int64         `json:"bytes"`
+	Entries        uint64        `json:"entries"`
+	Elapsed        time.Duration `json:"-"`
+	ElapsedSeconds float64       `json:"elapsed_seconds"`
+	Files          int           `json:"files"`
 }
 
 // discard is a table sink that keeps nothing.
@@ -75,6 +76,7 @@ func MeasureScanRate(ctx context.Context, s *reader.Snapshot, limit int64) (Scan
 		r.Files++
 	}
 	r.Elapsed = time.Since(start)
+	r.ElapsedSeconds = r.Elapsed.Seconds()
 	return r, nil
 }
 
@@ -82,10 +84,12 @@ func MeasureScanRate(ctx context.Context, s *reader.Snapshot, limit int64) (Scan
 // to a new file and fsynced in Elapsed, and the time of one fsync of a
 // small new file (the cost every data file of a rewrite pays once).
 type DiskRate struct {
-	Dir       string        `json:"dir"`
-	Bytes     int64         `json:"bytes"`
-	Elapsed   time.Duration `json:"elapsed_ns"`
-	FileFsync time.Duration `json:"file_fsync_ns"`
+	Dir              string        `json:"dir"`
+	Bytes            int64         `json:"bytes"`
+	Elapsed          time.Duration `json:"-"`
+	FileFsync        time.Duration `json:"-"`
+	ElapsedSeconds   float64       `json:"elapsed_seconds"`
+	FileFsyncSeconds float64       `json:"file_fsync_seconds"`
 }
 
 // MeasureDisk writes and fsyncs a 16 MiB file and a small one in dir (a
@@ -124,6 +128,7 @@ func MeasureDisk(dir string) (DiskRate, error) {
 	if r.FileFsync, err = write("small", 4<<10); err != nil {
 		return r, fmt.Errorf("measure disk in %s: %w", dir, err)
 	}
+	r.ElapsedSeconds, r.FileFsyncSeconds = r.Elapsed.Seconds(), r.FileFsync.Seconds()
 	return r, nil
 }
 
@@ -131,17 +136,30 @@ func MeasureDisk(dir string) (DiskRate, error) {
 type RewriteEstimate struct {
 	Rate ScanRate      `json:"measured_scan"`
 	Disk DiskRate      `json:"measured_disk"`
-	Time time.Duration `json:"estimated_ns"`
+	Time time.Duration `json:"-"`
 	// CPUTime, WriteTime and FileTime are the parts of Time: the copy
 	// work over the parallelism, writing the output (and spill) to disk,
 	// and one fsync per output file.
-	CPUTime   time.Duration `json:"cpu_ns"`
-	WriteTime time.Duration `json:"write_ns"`
-	FileTime  time.Duration `json:"files_ns"`
-	Files     int           `json:"output_files_estimate"`
+	CPUTime   time.Duration `json:"-"`
+	WriteTime time.Duration `json:"-"`
+	FileTime  time.Duration `json:"-"`
+	// The same in seconds, for --json.
+	Seconds      float64 `json:"estimated_seconds"`
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	WriteSeconds float64 `json:"write_seconds"`
+	FileSeconds  float64 `json:"files_seconds"`
+	Files        int     `json:"output_files_estimate"`
+	// HighSeconds is the upper end of the estimate's range (RoughFactor
+	// times Seconds): cores shared with other work do not scale.
+	HighSeconds float64 `json:"estimated_high_seconds"`
 	// Basis says where the figure comes from, in words.
 	Basis string `json:"basis"`
 }
+
+// RoughFactor bounds how much longer than estimated a rewrite has taken:
+// the estimate assumes free cores that scale with the parallelism, and
+// measured runs on a loaded 2-core machine took up to about 4x as long.
+const RoughFactor = 4
 
 // EstimateRewrite estimates the wall time of p from measured rates: the
 // copy work (every source byte read, once per pass, at the measured copy
@@ -157,7 +175,10 @@ func EstimateRewrite(p RewritePlan, rate ScanRate, disk DiskRate) RewriteEstimat
 	}
 	par := float64(max(1, p.Parallelism))
 	sec := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
-	e.CPUTime = sec(float64(p.ReadBytes+2*p.SpillBytes) / bps / par)
+	// The copy work: the scan (with the fingerprints of the self-check),
+	// spilled bytes written and read back, and the self-check's read of
+	// the output, about as many bytes as the source.
+	e.CPUTime = sec(float64(2*p.ReadBytes+2*p.SpillBytes) / bps / par)
 	if disk.Elapsed > 0 && disk.Bytes > 0 {
 		e.WriteTime = sec(float64(p.WriteBytes+p.SpillBytes) / (float64(disk.Bytes) / disk.Elapsed.Seconds()))
 	}
@@ -167,6 +188,8 @@ func EstimateRewrite(p RewritePlan, rate ScanRate, disk DiskRate) RewriteEstimat
 	}
 	e.FileTime = time.Duration(float64(e.Files) * float64(disk.FileFsync) / par)
 	e.Time = e.CPUTime + e.WriteTime + e.FileTime
-	e.Basis = "measured on this machine just now: one goroutine copied part of this snapshot (checksum, decode, re-encode with snappy), and a 16 MiB file and a small one were written and fsynced; the estimate is copy work over the parallelism, plus output and spill at the disk rate, plus one fsync per output file"
+	e.Seconds, e.CPUSeconds, e.WriteSeconds, e.FileSeconds = e.Time.Seconds(), e.CPUTime.Seconds(), e.WriteTime.Seconds(), e.FileTime.Seconds()
+	e.HighSeconds = RoughFactor * e.Seconds
+	e.Basis = fmt.Sprintf("measured on this machine just now: one goroutine copied part of this snapshot (checksum, decode, re-encode with snappy), and a 16 MiB file and a small one were written and fsynced; the estimate is copy work (the scan and the self-check's read-back) over the parallelism, plus output and spill at the disk rate, plus one fsync per output file. It is rough: it assumes the cores are free and scale; on a busy or small machine a run can take up to %dx as long", RoughFactor)
 	return e
 }

@@ -77,13 +77,13 @@ func Recommend(peak, headroom int, widths []int) (Recommendation, error) {
 		}
 		l = lcm(l, w)
 		if l > snapshotfmt.MaxBuckets {
-			return Recommendation{}, fmt.Errorf("%w: no bucket count up to %d divides by every width of %v (their least common multiple is above it); drop a width", snapshotfmt.ErrInvalidArgument, snapshotfmt.MaxBuckets, widths)
+			return Recommendation{}, fmt.Errorf("%w: no bucket count up to %d divides by every width of %s (their least common multiple is above it); drop a width", snapshotfmt.ErrInvalidArgument, snapshotfmt.MaxBuckets, intList(widths))
 		}
 	}
 	floor := headroom * peak
 	c := l * ceilDiv(floor, l)
 	if c > snapshotfmt.MaxBuckets {
-		return Recommendation{}, fmt.Errorf("%w: the smallest count of at least %d x %d = %d that divides by %v is %d, above the limit of %d buckets; lower --headroom or the widths", snapshotfmt.ErrInvalidArgument, headroom, peak, floor, widths, c, snapshotfmt.MaxBuckets)
+		return Recommendation{}, fmt.Errorf("%w: the smallest count of at least %d x %d = %d that divides by %s is %d, above the limit of %d buckets; lower --headroom or the widths", snapshotfmt.ErrInvalidArgument, headroom, peak, floor, intList(widths), c, snapshotfmt.MaxBuckets)
 	}
 	r := Recommendation{PeakWidth: peak, Headroom: headroom, Widths: widths, LCM: l, Warnings: []string{}, Alternatives: []CountOption{}}
 	r.Recommended = countOption(c, peak)
@@ -102,6 +102,17 @@ func Recommend(peak, headroom int, widths []int) (Recommendation, error) {
 	}
 	r.Record = r.record()
 	return r, nil
+}
+
+// RecommendFor is Recommend for a job whose snapshot has n buckets: n joins
+// the widths the count must divide by, so that the rewrite to it is a
+// split. For widths nil it names the same count as SuggestBuckets(n, peak)
+// (below the warning bound): one rule for every suggestion.
+func RecommendFor(n, peak, headroom int, widths []int) (Recommendation, error) {
+	if len(widths) == 0 && peak >= 1 {
+		widths = divisors(peak)
+	}
+	return Recommend(peak, headroom, append(slices.Clone(widths), n))
 }
 
 // BookkeepingWarning explains the cost of a count above the warning bound.

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
@@ -40,12 +42,7 @@ func ForWidth(m *snapshotfmt.Manifest, w int) (WidthPlan, error) {
 	p.Table = CompactTable(w, n)
 	if w > n {
 		p.SuggestedBuckets = SuggestBuckets(n, w)
-		p.WaysOut = []string{
-			fmt.Sprintf("rewrite the snapshot into more buckets: `rebucket rewrite SNAPSHOT --buckets %d --out NEW` (a multiple of %d, so the rewrite is a split that runs near copy speed; `rebucket plan --recommend --peak-width %d` weighs other counts)", p.SuggestedBuckets, n, w),
-			"rebuild the state from a dataset at a new count: `rebucket export` it, then `rebucket import --buckets M`",
-			fmt.Sprintf("split the key space across two jobs with `rebucket split`, each running at most %d workers on its half", n),
-			fmt.Sprintf("or start anyway: --on-excess cap runs %d workers, --on-excess idle runs %d of which %d own nothing", n, w, w-n),
-		}
+		p.WaysOut = WaysOut("", n, w)
 	}
 	return p, nil
 }
@@ -74,22 +71,49 @@ func CompactTable(w, n int) []RangeRow {
 	return rows
 }
 
-// SuggestBuckets proposes a bucket count for a job at n buckets that must
-// run w workers: a multiple of n (the rewrite is then a split) that w
-// divides (every worker gets the same number of buckets) with room for 4x
-// growth; if that is above the warning bound, the smallest multiple of n of
-// at least 4w.
-func SuggestBuckets(n, w int) int {
-	l := lcm(n, w)
-	c := l * ceilDiv(4*w, l)
-	if c <= snapshotfmt.WarnBuckets {
-		return c
+// SuggestBuckets is snapshotfmt.SuggestBuckets, the one rule every
+// suggestion of a bucket count follows.
+func SuggestBuckets(n, w int) int { return snapshotfmt.SuggestBuckets(n, w) }
+
+// WaysOut lists, as copy-pasteable commands on the snapshot at src, the ways
+// to run w workers over n buckets. With src "" (a caller that does not know
+// the path) the commands are described in words instead.
+func WaysOut(src string, n, w int) []string {
+	m := SuggestBuckets(n, w)
+	if src == "" {
+		return []string{
+			fmt.Sprintf("rewrite the snapshot into %d buckets with `rebucket rewrite` (a multiple of %d, so the rewrite is a split that runs near copy speed; `rebucket plan --recommend --peak-width %d` weighs other counts)", m, n, w),
+			fmt.Sprintf("rebuild the state from a dataset at a new count: `rebucket export` it, then `rebucket import --buckets %d`", m),
+			fmt.Sprintf("split the key space across two jobs with `rebucket split`, each running at most %d workers on its half", n),
+			fmt.Sprintf("or start anyway: --on-excess cap runs %d workers, --on-excess idle runs %d of which %d own nothing", n, w, w-n),
+		}
 	}
-	c = n * ceilDiv(4*w, n)
-	if c > snapshotfmt.MaxBuckets {
-		c = n * (snapshotfmt.MaxBuckets / n)
+	target := SuggestTarget(src, m)
+	ways := []string{
+		fmt.Sprintf("rewrite the snapshot into %d buckets (a multiple of %d, so the rewrite is a split that runs near copy speed): `rebucket rewrite %s --buckets %d --out %s`; `rebucket plan --recommend --peak-width %d` weighs other counts", m, n, ShellQuote(src), m, ShellQuote(target), w),
+		fmt.Sprintf("rebuild the state from a dataset at a new count: `rebucket export %s --out %s` then `rebucket import %s --buckets %d --out %s`", ShellQuote(src), ShellQuote(src+".parquet"), ShellQuote(src+".parquet"), m, ShellQuote(target)),
 	}
-	return c
+	if n >= 2 {
+		ways = append(ways, fmt.Sprintf("split the key space across two jobs with `rebucket split %s --out %s --out %s --by buckets=0-%d`, each running at most %d workers on its half", ShellQuote(src), ShellQuote(src+"-a"), ShellQuote(src+"-b"), n/2-1, n/2))
+	}
+	return append(ways, fmt.Sprintf("or start anyway: --on-excess cap runs %d workers, --on-excess idle runs %d of which %d own nothing", n, w, w-n))
+}
+
+// SuggestTarget names the output of a suggested rewrite of src to m
+// buckets: src's path with "-M" appended.
+func SuggestTarget(src string, m int) string {
+	return fmt.Sprintf("%s-%d", filepath.Clean(src), m)
+}
+
+// ShellQuote quotes s for a POSIX shell when it needs it, so that suggested
+// commands can be pasted as they are.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func gcd(a, b int) int {

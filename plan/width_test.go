@@ -76,13 +76,50 @@ func TestForWidth(t *testing.T) {
 		t.Errorf("W=12: feasible %v owners %d idle %v suggested %d", p.Feasible, p.Owners, p.Idle, p.SuggestedBuckets)
 	}
 	joined := strings.Join(p.WaysOut, "\n")
-	for _, want := range []string{"rebucket rewrite SNAPSHOT --buckets 48", "import", "split", "--on-excess"} {
+	for _, want := range []string{"into 48 buckets", "import", "split", "--on-excess"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("ways out lack %q:\n%s", want, joined)
 		}
 	}
+	// Given the path, the ways out are commands on it, no placeholders.
+	joined = strings.Join(plan.WaysOut("my snap", 8, 12), "\n")
+	for _, want := range []string{"`rebucket rewrite 'my snap' --buckets 48 --out 'my snap-48'`", "`rebucket import 'my snap.parquet' --buckets 48 --out 'my snap-48'`", "--by buckets=0-3`"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("ways out lack %q:\n%s", want, joined)
+		}
+	}
+	if strings.Contains(joined, "SNAPSHOT") || strings.Contains(joined, "NEW") {
+		t.Errorf("placeholders in the ways out:\n%s", joined)
+	}
 	if _, err := plan.ForWidth(m, 0); !errors.Is(err, snapshotfmt.ErrInvalidArgument) {
 		t.Errorf("W=0: %v", err)
+	}
+}
+
+// One rule: the count suggested to make room for w workers over n buckets
+// is the count plan --recommend names for a peak of w with that snapshot.
+func TestSuggestBucketsIsTheRecommendation(t *testing.T) {
+	for n := 1; n <= 64; n++ {
+		for _, w := range []int{1, 2, 3, 7, 12, 40, 100, 200} {
+			s := plan.SuggestBuckets(n, w)
+			if s > snapshotfmt.WarnBuckets {
+				continue
+			}
+			r, err := plan.RecommendFor(n, w, 0, nil)
+			if err != nil {
+				t.Fatalf("RecommendFor(%d, %d): %v", n, w, err)
+			}
+			if r.Recommended.Buckets != s {
+				t.Errorf("n=%d w=%d: SuggestBuckets %d, RecommendFor %d", n, w, s, r.Recommended.Buckets)
+			}
+		}
+	}
+	// A snapshot whose count divides the peak adds no constraint.
+	r, _ := plan.Recommend(40, 0, nil)
+	for _, n := range []int{1, 4, 8, 40} {
+		if s := plan.SuggestBuckets(n, 40); s != r.Recommended.Buckets {
+			t.Errorf("n=%d: SuggestBuckets(n, 40) = %d, Recommend(40) = %d", n, s, r.Recommended.Buckets)
+		}
 	}
 }
 

@@ -54,13 +54,14 @@ type StoreStats struct {
 	RewrittenFiles int   `json:"rewritten_files"`
 	// ExcisedFiles straddled the range and were ingested whole, the parts
 	// outside it excised (ClipExcise).
-	ExcisedFiles     int           `json:"excised_files"`
-	RewrittenEntries uint64        `json:"rewritten_entries"`
-	PrepareTime      time.Duration `json:"prepare_ns"` // link or copy, and checksum
-	RewriteTime      time.Duration `json:"rewrite_ns"`
-	IngestTime       time.Duration `json:"ingest_ns"`
-	Time             time.Duration `json:"total_ns"`
-	StateFiles       []string      `json:"state_files"`
+	ExcisedFiles     int    `json:"excised_files"`
+	RewrittenEntries uint64 `json:"rewritten_entries"`
+	// The times are reported in seconds by the command (load's report).
+	PrepareTime time.Duration `json:"-"` // link or copy, and checksum
+	RewriteTime time.Duration `json:"-"`
+	IngestTime  time.Duration `json:"-"`
+	Time        time.Duration `json:"-"`
+	StateFiles  []string      `json:"state_files"`
 }
 
 // quietLogger keeps Pebble from writing to the process's log: a library

@@ -43,7 +43,7 @@ func TestAssignDesignExample(t *testing.T) {
 		t.Errorf("W=4: %v, want %v", got, want)
 	}
 	_, err = reader.Assign(8, 12, reader.PolicyReject)
-	if !errors.Is(err, snapshotfmt.ErrRefused) || !strings.Contains(err.Error(), "rebucket rewrite") || !strings.Contains(err.Error(), "at most 8") {
+	if !errors.Is(err, snapshotfmt.ErrRefused) || !strings.Contains(err.Error(), "rewrite into 48 buckets") || !strings.Contains(err.Error(), "at most 8") {
 		t.Errorf("W=12 reject: %v, want ErrRefused naming the ceiling and the rewrite command", err)
 	}
 	a, err = reader.Assign(8, 12, reader.PolicyIdle)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rebucket/rebucket/internal/extsort"
+	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/snapshotfmt"
 	"github.com/rebucket/rebucket/verify"
@@ -289,6 +290,13 @@ func (r *run) shuffleGroup(ctx context.Context, spillDir string, gi, g uint32) e
 		}
 	}
 	targets := int((m - gi + g - 1) / g) // new buckets gi, gi+g, ...
+	// Two labelled phases per group: the scan (read and sort), then the
+	// owners' merge and write, each with its total for the bar's ETA.
+	label, groupBytes := "shuffle", r.groupBytes(gi, g)
+	if g > 1 {
+		label = fmt.Sprintf("shuffle group %d/%d", gi+1, g)
+	}
+	progress.StartUnit(r.src.prog, groupBytes, label+": read and sort", progress.Bytes)
 	owners := max(1, min(r.opts.Parallelism, targets))
 	sorterMem := r.plan.SorterMemory / int64(owners)
 
@@ -364,6 +372,7 @@ func (r *run) shuffleGroup(ctx context.Context, spillDir string, gi, g uint32) e
 	}
 	go func() {
 		scanners.Wait()
+		progress.StartUnit(r.src.prog, groupBytes, label+": merge and write", progress.Bytes)
 		for _, c := range chans {
 			close(c)
 		}
@@ -374,6 +383,20 @@ func (r *run) shuffleGroup(ctx context.Context, spillDir string, gi, g uint32) e
 		})
 	}
 	return eg.Wait()
+}
+
+// groupBytes is the logical bytes of the old buckets feeding group gi of
+// g (0, unknown, when the manifest has no per-bucket sizes).
+func (r *run) groupBytes(gi, g uint32) int64 {
+	bb := r.src.m.BucketBytes
+	if g <= 1 {
+		return int64(r.src.m.TotalBytes())
+	}
+	var sum uint64
+	for b := int(gi); b < len(bb); b += int(g) {
+		sum += bb[b]
+	}
+	return int64(sum)
 }
 
 // own is one owner: it sorts everything routed to it, then writes it.
@@ -419,8 +442,14 @@ func (r *run) own(ctx context.Context, in <-chan *batch, free *sync.Pool, mem in
 	// so each bucket gets its own writer (files never overlap).
 	var bw *writer.BucketWriter
 	cur := int64(-1)
+	var unreported int64
+	defer func() { r.src.prog.Add(unreported) }()
 	for it.Next() {
 		k := it.Key()
+		if unreported += int64(len(k) + len(it.Value())); unreported >= 1<<20 {
+			r.src.prog.Add(unreported)
+			unreported = 0
+		}
 		if g > 1 {
 			j, _ := snapshotfmt.KeyBucket(k)
 			if int64(j) != cur && bw != nil {

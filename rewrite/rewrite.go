@@ -88,6 +88,11 @@ type Options struct {
 	Findings verify.Sink
 	// VerifyProgress receives bytes read back by the self-check.
 	VerifyProgress progress.Reporter
+	// DryRun runs the checks and makes the plan (OnPlan sees it), then
+	// stops: nothing is written, no lock or temporary directory is taken.
+	// The error is what the real run would refuse with; the Summary holds
+	// the plan.
+	DryRun bool
 }
 
 // Summary is what a rewrite did.
@@ -181,6 +186,16 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			return nil, err
 		}
 	}
+	if opts.DryRun {
+		if opts.OnPlan != nil {
+			opts.OnPlan(p)
+		}
+		return &Summary{Source: opts.Source, Target: opts.Target, Strategy: p.Strategy, From: m.Partitioning, To: to,
+			Entries: m.TotalEntries(), LogicalBytes: m.TotalBytes(), SourceBytes: m.DataBytes(),
+			Dropped: append([]string{}, dropped...), Renamed: append([]string{}, renamed...),
+			StaleRemoved: []string{}, Leftover: []string{}, Plan: p, Compression: cmp.Or(opts.Compression, "snappy"),
+		}, writer.CheckTarget(opts.Target, opts.Force, "--out")
+	}
 	note := opts.Note
 	var edits []string
 	for _, d := range dropped {
@@ -218,7 +233,9 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		}
 	}
 	r := &run{opts: opts, src: s, w: w, to: to, plan: p, tmpRoot: tmpRoot, states: states}
-	prog.Start(int64(m.TotalBytes()), fmt.Sprintf("%s %d->%d", p.Strategy, m.Partitioning.Buckets, to.Buckets))
+	if p.Strategy != plan.StrategyShuffle { // a shuffle labels its own phases
+		prog.Start(int64(m.TotalBytes()), fmt.Sprintf("%s %d->%d: read and write", p.Strategy, m.Partitioning.Buckets, to.Buckets))
+	}
 	err = r.work(ctx)
 	prog.Finish()
 	if err == nil {

@@ -93,6 +93,9 @@ type SplitOptions struct {
 	Tool          string
 	SkipDiskCheck bool
 	Progress      progress.Reporter
+	// DryRun runs the checks and stops: nothing is written (Split returns
+	// a nil summary and what the real run would refuse with).
+	DryRun bool
 }
 
 // SplitSummary is what a split did.
@@ -166,6 +169,12 @@ func Split(ctx context.Context, opts SplitOptions) (*SplitSummary, error) {
 		if err := CheckDisk(opts.OutB, filepath.Dir(mustAbs(opts.OutB)), need, 0); err != nil {
 			return nil, err
 		}
+	}
+	if opts.DryRun {
+		if err := writer.CheckTarget(opts.OutA, opts.Force, "--out"); err != nil {
+			return nil, err
+		}
+		return nil, writer.CheckTarget(opts.OutB, opts.Force, "--out")
 	}
 	header := func(side, what string) writer.Header {
 		note := fmt.Sprintf("split by %s: %s %s", opts.Rule, side, what)

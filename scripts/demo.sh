@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's main job, on the bundled sample snapshot (8 buckets, written by
-# 4 workers): show that 40 workers cannot own its state, rewrite it to 64
-# buckets (verified against the source as part of the rewrite), prove the
-# equality once more on its own, and show that the result loads at 40.
+# 4 workers): show that 40 workers cannot own its state, rewrite it to 160
+# buckets (the count `plan --recommend --peak-width 40` names; verified
+# against the source as part of the rewrite), prove the equality once more on
+# its own, and show that the result loads at 40.
 # Needs only Go. Leaves its output in a temporary directory it names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,9 +16,10 @@ run() { say "rebucket $*"; "$bin" "$@"; }
 run inspect examples/sample
 say "rebucket plan examples/sample --widths 4,40   # 40 workers > 8 buckets"
 "$bin" plan examples/sample --widths 4,40 | sed -n '/^width 40/,$p'
-run rewrite examples/sample --buckets 64 --out "$work/sample-64" --note "demo: make room for 40 workers"
-run verify "$work/sample-64" --against examples/sample
-run plan "$work/sample-64" --widths 40
-say "rebucket load $work/sample-64 --width 40 --into $work/stores"
-"$bin" load "$work/sample-64" --width 40 --into "$work/stores" | tail -n 4
-printf '\nThe rewritten snapshot is %s (remove %s when done).\n' "$work/sample-64" "$work"
+run plan --recommend --peak-width 40
+run rewrite examples/sample --buckets 160 --out "$work/sample-160" --note "demo: make room for 40 workers"
+run verify "$work/sample-160" --against examples/sample
+run plan "$work/sample-160" --widths 40
+say "rebucket load $work/sample-160 --width 40 --into $work/stores"
+"$bin" load "$work/sample-160" --width 40 --into "$work/stores" | tail -n 4
+printf '\nThe rewritten snapshot is %s (remove %s when done).\n' "$work/sample-160" "$work"

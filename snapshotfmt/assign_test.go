@@ -118,10 +118,10 @@ func TestRaiseHintSuggestsASplit(t *testing.T) {
 		w, n int
 		want string
 	}{
-		{40, 8, "--buckets 40 "},
-		{40, 16, "--buckets 48 "},
-		{12, 8, "--buckets 16 "},
-		{70000, 8, "--buckets 65536 "},
+		{40, 8, "into 160 buckets"},
+		{40, 16, "into 160 buckets"},
+		{12, 8, "into 48 buckets"},
+		{70000, 8, "into 65536 buckets"},
 	} {
 		if got := RaiseHint(tc.w, tc.n); !strings.Contains(got, tc.want) {
 			t.Errorf("RaiseHint(%d, %d) = %q, want it to contain %q", tc.w, tc.n, got, tc.want)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/rebucket/rebucket/snapshotfmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,7 +103,7 @@ func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src strin
 	opts := dataset.ExportOptions{
 		Format: format, PartitionBy: o.partitionBy, Compression: o.compression,
 		RowGroupRows: int64(o.rowGroupSize), Force: o.force, Tool: toolName(),
-		Progress: newProgress(cmd, g),
+		Progress: relabel(newProgress(cmd, g), "export: read and write"),
 		View:     reader.ArrowOptions{States: o.states, BatchRows: o.batchRows, Parallelism: o.parallelism},
 	}
 	if o.bucketRange != "" {
@@ -130,14 +131,19 @@ func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src strin
 	if err != nil {
 		return err
 	}
+	warnings := exportWarnings(o, s.Manifest(), res.Rows)
 	if g.JSON {
 		return writeJSON(cmd.OutOrStdout(), map[string]any{
+			"warnings": warnings,
 			"snapshot": src, "out": res.Path, "format": res.Format, "partition_by": res.PartitionBy,
 			"rows": res.Rows, "state_rows": res.StateRows, "files": res.Files, "bytes": res.Bytes,
 			"worker_state_file": res.WorkerStateFile, "worker_state_items": res.WorkerStateItems,
 			"snapshot_data_bytes": s.Manifest().DataBytes(), "elapsed_seconds": res.Elapsed.Seconds(),
 			"peak_rss_bytes": peakRSS(),
 		})
+	}
+	for _, warn := range warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", warn)
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "exported %s to %s (%s): %s rows, %s in %d file(s), in %s (snapshot data: %s)\n",
@@ -155,4 +161,39 @@ func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src strin
 		fmt.Fprintf(w, "per-worker state: %s (%d items)\n", res.WorkerStateFile, res.WorkerStateItems)
 	}
 	return nil
+}
+
+// exportWarnings says why an export selected no rows: a worker that owns
+// no bucket at its width, or a filter that matches nothing.
+func exportWarnings(o *exportOptions, m *snapshotfmt.Manifest, rows uint64) []string {
+	warnings := []string{}
+	if rows > 0 || m.TotalEntries() == 0 {
+		return warnings
+	}
+	n := int(m.Partitioning.Buckets)
+	if o.worker != "" {
+		if i, w, err := parseWorker(o.worker); err == nil && w > n {
+			if _, _, ok := snapshotfmt.WorkerRange(i, w, n); !ok {
+				return append(warnings, fmt.Sprintf("0 rows written: worker %d of %d owns no bucket (the snapshot has %d buckets, so at most %d workers own state); `rebucket plan --widths %d` shows which workers own buckets", i, w, n, n, w))
+			}
+		}
+	}
+	return append(warnings, fmt.Sprintf("0 rows written: the selection (%s) matches none of the snapshot's %s entries", exportSelection(o), units.Count(m.TotalEntries())))
+}
+
+func exportSelection(o *exportOptions) string {
+	var parts []string
+	if len(o.states) > 0 {
+		parts = append(parts, "--state "+strings.Join(o.states, ", "))
+	}
+	if o.bucketRange != "" {
+		parts = append(parts, "--bucket-range "+o.bucketRange)
+	}
+	if o.worker != "" {
+		parts = append(parts, "--worker "+o.worker)
+	}
+	if len(parts) == 0 {
+		return "everything"
+	}
+	return strings.Join(parts, ", ")
 }

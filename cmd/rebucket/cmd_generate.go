@@ -90,7 +90,7 @@ func runGenerate(cmd *cobra.Command, g *globalOptions, o *generateOptions, out s
 		Skew: fixtures.Skew(o.skew), Seed: o.seed, NoWorkerState: o.noWorkerState, Tool: toolName(),
 	}
 	if spec.Keys == 0 && o.entries > 0 {
-		spec.Keys = max(1, o.entries/spec.EntriesPerKey())
+		spec.Keys = spec.KeysFor(o.entries) // honours --entries under any --skew
 	}
 	start := time.Now()
 	m, err := fixtures.Generate(cmd.Context(), out, spec, writer.Options{FileSize: fs, Force: o.force, Compression: comp})

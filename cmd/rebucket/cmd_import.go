@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -150,7 +151,7 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 		fmt.Fprintf(w, "  %-28s %-5s %s entries\n", s.QualifiedName(), s.Kind, units.Count(s.Entries))
 	}
 	if len(res.WorkerStates) > 0 {
-		fmt.Fprintf(w, "per-worker state from %s: %v\n", res.WorkerSource, res.WorkerStates)
+		fmt.Fprintf(w, "per-worker state from %s: %s\n", res.WorkerSource, strings.Join(res.WorkerStates, ", "))
 	}
 	if res.Partial {
 		fmt.Fprintln(w, "note: the dataset is a partial export (filtered by state, bucket range or worker)")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +39,7 @@ type inspectReport struct {
 	Format       string                    `json:"format"`
 	Version      int                       `json:"version"`
 	TableFormat  string                    `json:"table_format"`
-	Created      string                    `json:"created"`
+	Created      time.Time                 `json:"created"` // RFC 3339, as every timestamp of --json
 	Tool         string                    `json:"tool"`
 	Partitioning snapshotfmt.Partitioning  `json:"partitioning"`
 	WidthAtWrite int                       `json:"width_at_write"`
@@ -67,7 +68,7 @@ func runInspect(cmd *cobra.Command, g *globalOptions, dir string, topKeys int) e
 	m := s.Manifest()
 	rep := inspectReport{
 		Snapshot: dir, Format: m.Format, Version: m.Version, TableFormat: m.TableFormat,
-		Created: m.Created.Format("2006-01-02 15:04:05Z07:00"), Tool: m.Tool,
+		Created: m.Created, Tool: m.Tool,
 		Partitioning: m.Partitioning, WidthAtWrite: m.WidthAtWrite,
 		Entries: m.TotalEntries(), LogicalBytes: m.TotalBytes(), DataBytes: m.DataBytes(),
 		States: m.States, WorkerStates: m.WorkerStates, Files: m.Files, Lineage: m.Lineage,
@@ -102,7 +103,7 @@ func bucketCostWarning(n int) string {
 func renderInspect(w io.Writer, r *inspectReport) {
 	fmt.Fprintf(w, "snapshot     %s\n", r.Snapshot)
 	fmt.Fprintf(w, "format       %s v%d, %s\n", r.Format, r.Version, r.TableFormat)
-	fmt.Fprintf(w, "written      %s by %s\n", r.Created, r.Tool)
+	fmt.Fprintf(w, "written      %s by %s\n", r.Created.Format("2006-01-02 15:04:05Z07:00"), r.Tool)
 	fmt.Fprintf(w, "partitioning %d buckets, %s mapping of %s\n", r.Partitioning.Buckets, r.Partitioning.Mapping, r.Partitioning.Hash)
 	fmt.Fprintf(w, "width        %d workers at write (at most %d can own state)\n", r.WidthAtWrite, r.Partitioning.Buckets)
 	fmt.Fprintf(w, "totals       %s entries, %s logical, %s in %d data files\n",
@@ -169,13 +170,13 @@ func renderLoad(w io.Writer, l plan.WidthLoad) {
 		}
 		rng := fmt.Sprintf("%d..%d", wk.BucketLo, wk.BucketHi)
 		rows = append(rows, barRow{label: label, value: float64(wk.Bytes),
-			note: fmt.Sprintf("buckets %-11s %12s entries %10s", rng, units.Count(wk.Entries), units.Bytes(int64(wk.Bytes)))})
+			note: fmt.Sprintf("buckets %-11s %11s entries %9s", rng, units.Count(wk.Entries), units.Bytes(int64(wk.Bytes)))})
 	}
 	if len(rows) > 64 || !l.AllListed {
 		// Too many workers to draw one by one: show the extremes.
 		fmt.Fprintf(w, "  %d workers; max %s, mean %s\n", l.Width, units.Bytes(int64(l.MaxBytes)), units.Bytes(int64(l.MeanBytes)))
 	} else {
-		drawBars(w, rows, 30)
+		drawBars(w, rows, 20) // 2+5+1+20+1+48: 77 columns
 	}
 	fmt.Fprintf(w, "  max/mean %.2f", l.Imbalance)
 	if l.IdleCount > 0 {

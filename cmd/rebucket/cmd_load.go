@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rebucket/rebucket/internal/fsx"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/internal/units"
 	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/reader"
@@ -31,6 +33,7 @@ type loadOptions struct {
 	onExcess    string
 	workers     []int
 	force       bool
+	dryRun      bool
 	parallelism int
 	clip        string
 }
@@ -75,6 +78,7 @@ creates W workers, the surplus empty, and lists them.`,
 	f.StringVar(&o.onExcess, "on-excess", "reject", "a width above the bucket count: reject, cap or idle")
 	f.IntSliceVar(&o.workers, "workers", nil, "build only these workers (comma-separated indexes; default all)")
 	f.BoolVar(&o.force, "force", false, "replace a non-empty --into once the new one is complete")
+	f.BoolVar(&o.dryRun, "dry-run", false, "run the checks and print which buckets each worker would own, build nothing: exit 0 when the load would start, else the refusal's code")
 	f.IntVar(&o.parallelism, "parallelism", 0, "workers built at once (default: the number of cores)")
 	f.StringVar(&o.clip, "clip", "rewrite", "files straddling a worker's range: rewrite (copy the in-range entries into a new table) or excise (ingest the whole file, then excise the rest: no rewrite, but each store keeps the whole file until compaction)")
 	_ = cmd.MarkFlagRequired("width")
@@ -90,6 +94,11 @@ type loadWorker struct {
 	Dir          string `json:"dir"`
 	StoreEntries uint64 `json:"store_entries"`
 	Outside      uint64 `json:"store_entries_outside_range"`
+	// The worker's times, in seconds as every duration of --json.
+	PrepareSeconds float64 `json:"prepare_seconds"`
+	RewriteSeconds float64 `json:"rewrite_seconds"`
+	IngestSeconds  float64 `json:"ingest_seconds"`
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
 }
 
 type loadReport struct {
@@ -103,14 +112,22 @@ type loadReport struct {
 	StoreEntries uint64                   `json:"entries_in_stores"`
 	Complete     bool                     `json:"complete"` // every worker was built
 	Verified     bool                     `json:"verified"`
-	IngestTime   time.Duration            `json:"ingest_ns"`
-	PrepareTime  time.Duration            `json:"prepare_ns"`
-	RewriteTime  time.Duration            `json:"rewrite_ns"`
-	BuildTime    time.Duration            `json:"build_ns"`
-	VerifyTime   time.Duration            `json:"verify_ns"`
-	Time         time.Duration            `json:"total_ns"`
-	StaleRemoved []string                 `json:"stale_removed"`
-	Leftover     []string                 `json:"leftover"`
+	IngestTime   time.Duration            `json:"-"`
+	PrepareTime  time.Duration            `json:"-"`
+	RewriteTime  time.Duration            `json:"-"`
+	BuildTime    time.Duration            `json:"-"`
+	VerifyTime   time.Duration            `json:"-"`
+	Time         time.Duration            `json:"-"`
+	// The times in seconds (ingest, prepare and rewrite summed over the
+	// workers), as every duration of --json.
+	IngestSeconds  float64  `json:"ingest_seconds"`
+	PrepareSeconds float64  `json:"prepare_seconds"`
+	RewriteSeconds float64  `json:"rewrite_seconds"`
+	BuildSeconds   float64  `json:"build_seconds"`
+	VerifySeconds  float64  `json:"verify_seconds"`
+	ElapsedSeconds float64  `json:"elapsed_seconds"`
+	StaleRemoved   []string `json:"stale_removed"`
+	Leftover       []string `json:"leftover"`
 }
 
 func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) error {
@@ -136,7 +153,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	}
 	l, err := s.NewLoader(o.width, policy)
 	if err != nil {
-		return err // ErrRefused under reject: exit 3
+		return loadRefusal(err, src, o.into, o.width) // ErrRefused under reject: exit 3
 	}
 	workers := o.workers
 	if len(workers) == 0 {
@@ -158,9 +175,21 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	if err := refuseOverlap([]string{o.into}, nil, src); err != nil {
 		return err
 	}
+	if o.dryRun {
+		a := l.Assignment()
+		err := writer.CheckTargetKind(o.into, o.force, "--into", loadKind)
+		if !g.JSON {
+			fmt.Fprintf(cmd.OutOrStdout(), "load %s into %s: %d buckets over %d workers (%d to build)", src, o.into, a.Buckets, a.Width, len(workers))
+			if len(a.Idle) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), ", %d own nothing: workers %s", len(a.Idle), compactInts(a.Idle))
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
+		}
+		return reportDryRun(cmd, g, "load", a, err)
+	}
 	stage, err := writer.BeginKind(o.into, o.force, nil, loadKind)
 	if err != nil {
-		return err
+		return writer.RenameFlag(err, "--into")
 	}
 	defer stage.Abort()
 	m := s.Manifest()
@@ -173,7 +202,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 		par = runtime.GOMAXPROCS(0)
 	}
 	prog := newProgress(cmd, g)
-	prog.Start(int64(len(workers)), "building worker stores")
+	progress.StartUnit(prog, int64(len(workers)), "load: build the worker stores", progress.Workers)
 	buildStart := time.Now()
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(par)
@@ -184,7 +213,8 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 			if err != nil {
 				return fmt.Errorf("worker %d: %w", i, err)
 			}
-			rep.Workers[k] = loadWorker{StoreStats: st, Dir: name}
+			rep.Workers[k] = loadWorker{StoreStats: st, Dir: name, PrepareSeconds: st.PrepareTime.Seconds(),
+				RewriteSeconds: st.RewriteTime.Seconds(), IngestSeconds: st.IngestTime.Seconds(), ElapsedSeconds: st.Time.Seconds()}
 			prog.Add(1)
 			return nil
 		})
@@ -199,6 +229,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	// Read every store back: together they must hold each entry once, in
 	// its owner's store.
 	verifyStart := time.Now()
+	progress.StartUnit(prog, int64(len(rep.Workers)), "load: read the stores back", progress.Workers)
 	eg, ectx = errgroup.WithContext(ctx)
 	eg.SetLimit(par)
 	for k := range rep.Workers {
@@ -209,10 +240,13 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 				return fmt.Errorf("worker %d: %w", wk.Worker, err)
 			}
 			wk.StoreEntries, wk.Outside = c.Entries, c.Outside
+			prog.Add(1)
 			return nil
 		})
 	}
-	if err := eg.Wait(); err != nil {
+	err = eg.Wait()
+	prog.Finish()
+	if err != nil {
 		return err
 	}
 	rep.VerifyTime = time.Since(verifyStart)
@@ -232,10 +266,10 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 		bad = append(bad, fmt.Sprintf("the workers' buckets hold %d entries, the snapshot %d", rep.Entries, m.TotalEntries()))
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: %v", reader.ErrLoadMismatch, bad)
+		return fmt.Errorf("%w: %s", reader.ErrLoadMismatch, strings.Join(bad, "; "))
 	}
 	rep.Verified = true
-	rep.Time = time.Since(start)
+	rep.setTime(time.Since(start))
 	rec, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -246,12 +280,35 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	if err := stage.Publish(); err != nil {
 		return err
 	}
-	rep.Time = time.Since(start)
+	rep.setTime(time.Since(start))
 	if g.JSON {
 		return writeJSON(cmd.OutOrStdout(), rep)
 	}
 	renderLoadReport(cmd.OutOrStdout(), &rep)
 	return nil
+}
+
+// MarshalJSON writes an idle worker's bucket bounds as null, not -1.
+func (w loadWorker) MarshalJSON() ([]byte, error) {
+	type plain loadWorker
+	null := func(v int) *int {
+		if v < 0 {
+			return nil
+		}
+		return &v
+	}
+	return json.Marshal(struct {
+		plain
+		BucketLo *int `json:"bucket_lo"`
+		BucketHi *int `json:"bucket_hi"`
+	}{plain(w), null(w.BucketLo), null(w.BucketHi)})
+}
+
+// setTime sets the total time and every duration in seconds.
+func (r *loadReport) setTime(total time.Duration) {
+	r.Time = total
+	r.IngestSeconds, r.PrepareSeconds, r.RewriteSeconds = r.IngestTime.Seconds(), r.PrepareTime.Seconds(), r.RewriteTime.Seconds()
+	r.BuildSeconds, r.VerifySeconds, r.ElapsedSeconds = r.BuildTime.Seconds(), r.VerifyTime.Seconds(), total.Seconds()
 }
 
 func renderLoadReport(w io.Writer, r *loadReport) {
@@ -286,7 +343,11 @@ func renderLoadReport(w io.Writer, r *loadReport) {
 		units.Duration(r.BuildTime), units.Duration(r.PrepareTime), units.Duration(r.RewriteTime), units.Duration(r.IngestTime),
 		units.Duration(r.VerifyTime), units.Duration(r.Time))
 	if r.Complete {
-		fmt.Fprintf(w, "  verified: the %d stores hold all %s entries exactly once, each in the worker owning its bucket\n", len(r.Workers), units.Count(r.StoreEntries))
+		stores := fmt.Sprintf("the %d stores hold", len(r.Workers))
+		if len(r.Workers) == 1 {
+			stores = "the store holds"
+		}
+		fmt.Fprintf(w, "  verified: %s all %s entries exactly once, each in the worker owning its bucket\n", stores, units.Count(r.StoreEntries))
 	} else {
 		fmt.Fprintf(w, "  verified: the %d stores built hold their %s entries exactly once (only --workers were built)\n", len(r.Workers), units.Count(r.StoreEntries))
 	}

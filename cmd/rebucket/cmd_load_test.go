@@ -51,7 +51,7 @@ func TestLoadCommand(t *testing.T) {
 		dirs   int // worker directories
 		want   string
 	}{
-		{1, "", exitOK, 1, "verified: the 1 stores hold all"},
+		{1, "", exitOK, 1, "verified: the store holds all"},
 		{3, "reject", exitOK, 3, "verified"},
 		{8, "reject", exitOK, 8, "verified"},
 		{12, "reject", exitRefused, 0, "at most 8 workers can own state"},

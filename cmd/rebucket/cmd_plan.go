@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -52,7 +53,9 @@ func newPlanCommand(g *globalOptions) *cobra.Command {
       the smallest bucket count of at least headroom x P that every width in
       the list divides (default: P and its divisors), alternatives that divide
       by more widths, their bookkeeping cost, and a paragraph for the job's
-      deployment record.
+      deployment record. With a SNAPSHOT, its bucket count joins the widths
+      (so the rewrite is a split): the count load, verify --width and
+      plan --widths suggest for that snapshot, one rule everywhere.
 
 Without a mode flag, plan SNAPSHOT shows the width at write and N.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -68,7 +71,7 @@ Without a mode flag, plan SNAPSHOT shows the width at write and N.`,
 	f := cmd.Flags()
 	f.IntSliceVar(&o.widths, "widths", nil, "widths to plan (comma-separated); with --recommend, the widths the count must divide by")
 	f.IntVar(&o.buckets, "buckets", 0, "plan a rewrite to this bucket count")
-	f.StringVar(&o.mapping, "mapping", "", "mapping of the rewrite's target (default: the snapshot's)")
+	f.StringVar(&o.mapping, "mapping", "", "mapping of the rewrite's target: mod or range (default: the snapshot's)")
 	f.StringVar(&o.memory, "memory", "", "memory budget of the planned rewrite (default: a quarter of physical memory, as rewrite)")
 	f.BoolVar(&o.recommend, "recommend", false, "recommend a bucket count for a job (needs --peak-width)")
 	f.IntVar(&o.peak, "peak-width", 0, "the most workers the job will ever run (with --recommend)")
@@ -105,13 +108,13 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 		if o.peak < 1 {
 			return usagef(errors.New("--recommend needs --peak-width P (the most workers the job will run)"))
 		}
-		r, err := plan.Recommend(o.peak, o.headroom, o.widths)
-		if err != nil {
-			return usagef(err)
-		}
-		rep.Recommendation = &r
-		rep.Warnings = append(rep.Warnings, r.Warnings...)
 		if len(args) == 0 {
+			r, err := plan.Recommend(o.peak, o.headroom, o.widths)
+			if err != nil {
+				return usagef(err)
+			}
+			rep.Recommendation = &r
+			rep.Warnings = append(rep.Warnings, r.Warnings...)
 			return emitPlan(cmd, g, &rep)
 		}
 	} else if cmd.Flags().Changed("peak-width") || cmd.Flags().Changed("headroom") {
@@ -133,6 +136,15 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 	}
 	widths := o.widths
 	if o.recommend {
+		// With a snapshot, its count joins the widths the recommendation
+		// divides by, so the rewrite to it is a split: the count every
+		// other suggestion for this snapshot names.
+		r, err := plan.RecommendFor(n, o.peak, o.headroom, o.widths)
+		if err != nil {
+			return usagef(err)
+		}
+		rep.Recommendation = &r
+		rep.Warnings = append(rep.Warnings, r.Warnings...)
 		widths = nil // they were the recommendation's
 	}
 	if len(widths) == 0 && o.buckets == 0 && o.topKeys == 0 && !o.recommend {
@@ -145,6 +157,9 @@ func runPlan(cmd *cobra.Command, g *globalOptions, o *planOptions, args []string
 		wp, err := plan.ForWidth(m, w)
 		if err != nil {
 			return usagef(err)
+		}
+		if wp.WaysOut != nil {
+			wp.WaysOut = plan.WaysOut(args[0], n, w)
 		}
 		rep.Widths = append(rep.Widths, wp)
 	}
@@ -312,7 +327,8 @@ func renderPlanRewrite(w io.Writer, p *plan.RewritePlan, e *plan.RewriteEstimate
 	fmt.Fprintf(w, "  memory       peak about %s\n", units.Bytes(p.PeakMemory))
 	if e != nil {
 		if e.Time > 0 {
-			fmt.Fprintf(w, "  time         about %s: copy work %s, disk writes %s, %d file fsyncs %s\n", units.Duration(e.Time),
+			fmt.Fprintf(w, "  time         about %s, up to %s on a busy machine: copy work %s, disk writes %s, %d file fsyncs %s\n", units.Duration(e.Time),
+				units.Duration(time.Duration(e.HighSeconds*float64(time.Second))),
 				units.Duration(e.CPUTime), units.Duration(e.WriteTime), e.Files, units.Duration(e.FileTime))
 		}
 		fmt.Fprintf(w, "%s\n", wrap(fmt.Sprintf("(%s. Copy: %s in %d file(s) in %s, %s; disk (%s): %s, one small-file fsync %s.)",
@@ -351,27 +367,8 @@ func renderRecommendation(w io.Writer, r *plan.Recommendation) {
 }
 
 // compactInts prints 1,2,3,7 as "1-3, 7".
-func compactInts(v []int) string {
-	var parts []string
-	for i := 0; i < len(v); {
-		j := i
-		for j+1 < len(v) && v[j+1] == v[j]+1 {
-			j++
-		}
-		if j-i >= 2 {
-			parts = append(parts, fmt.Sprintf("%d-%d", v[i], v[j]))
-		} else {
-			for k := i; k <= j; k++ {
-				parts = append(parts, fmt.Sprint(v[k]))
-			}
-		}
-		i = j + 1
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
+// compactInts lists ints with runs as ranges: 0-3, 5, 7-9.
+func compactInts(v []int) string { return plan.CompactInts(v) }
 
 func intsString(v []int) string {
 	s := make([]string, len(v))

@@ -82,7 +82,7 @@ func TestPlanWidths(t *testing.T) {
 		"width 2: feasible", "w0..w1         4 buckets each, buckets 0..7",
 		"w0..w3         2 buckets each, buckets 0..7",
 		"width 12: NOT feasible", "at most 8 workers can own state", "idle: 2, 5, 8, 11",
-		"rebucket rewrite SNAPSHOT --buckets 48", "rebucket import", "rebucket split",
+		"`rebucket rewrite " + dir + " --buckets 48 --out " + dir + "-48`", "rebucket import", "rebucket split",
 		"per-worker load at width 12", "bucket sizes", "█",
 	} {
 		if !strings.Contains(out, want) {

@@ -25,7 +25,7 @@ type rewriteOptions struct {
 	out, mapping, memory, tmp string
 	fileSize, note            string
 	compression               string
-	force, noVerify           bool
+	force, noVerify, dryRun   bool
 	dropStates, renameStates  []string
 }
 
@@ -78,6 +78,7 @@ listed, and the exit code is 1.`,
 	f.StringVar(&o.note, "note", "", "note recorded in the lineage")
 	f.BoolVar(&o.force, "force", false, "replace a non-empty TARGET once the new snapshot is complete")
 	f.BoolVar(&o.noVerify, "no-verify", false, "skip proving the output against SOURCE")
+	f.BoolVar(&o.dryRun, "dry-run", false, "run the checks and print the plan, write nothing: exit 0 when the rewrite would start, else the refusal's code")
 	f.StringArrayVar(&o.dropStates, "drop-state", nil, "leave out state STEP/NAME (repeatable; recorded in the lineage)")
 	f.StringArrayVar(&o.renameStates, "rename-state", nil, "rename state STEP/OLD=NEW (repeatable; recorded in the lineage)")
 	return cmd
@@ -96,7 +97,7 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 	opts := rewrite.Options{
 		Source: source, Target: o.out, Parallelism: o.parallelism, TmpDir: o.tmp, Force: o.force,
 		Note: o.note, Tool: toolName(), DropStates: o.dropStates, RenameStates: o.renameStates,
-		Progress: newProgress(cmd, g), NoVerify: o.noVerify, VerifyProgress: newProgress(cmd, g),
+		Progress: newProgress(cmd, g), NoVerify: o.noVerify, DryRun: o.dryRun, VerifyProgress: relabel(newProgress(cmd, g), "self-check: read the output back"),
 	}
 	if o.buckets < snapshotfmt.MinBuckets || o.buckets > snapshotfmt.MaxBuckets {
 		return usagef(fmt.Errorf("--buckets %d: want %d..%d", o.buckets, snapshotfmt.MinBuckets, snapshotfmt.MaxBuckets))
@@ -140,6 +141,9 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 	}
 	opts.Findings = streamer(findingsTo, g)
 	sum, err := rewrite.Run(cmd.Context(), opts)
+	if o.dryRun {
+		return reportDryRun(cmd, g, "rewrite", sum, err)
+	}
 	if sum != nil && errors.Is(err, verify.ErrNotEqual) {
 		// The output was proved wrong and not published: report it as
 		// findings (exit 1), with the summary of what was done.

@@ -15,7 +15,7 @@ type splitOptions struct {
 	outs               []string
 	by, fileSize, note string
 	parallelism        int
-	force              bool
+	force, dryRun      bool
 }
 
 func newSplitCommand(g *globalOptions) *cobra.Command {
@@ -45,6 +45,7 @@ Rules:
 	f.IntVar(&o.parallelism, "parallelism", 0, "concurrent tasks (default: the number of CPUs)")
 	f.StringVar(&o.fileSize, "file-size", "128MiB", "target data file size")
 	f.StringVar(&o.note, "note", "", "note recorded in both lineages")
+	f.BoolVar(&o.dryRun, "dry-run", false, "run the checks, write nothing: exit 0 when the split would start, else the refusal's code")
 	f.BoolVar(&o.force, "force", false, "replace non-empty outputs once the new snapshots are complete")
 	return cmd
 }
@@ -69,8 +70,11 @@ func runSplit(cmd *cobra.Command, g *globalOptions, o *splitOptions, source stri
 	}
 	sum, err := rewrite.Split(cmd.Context(), rewrite.SplitOptions{
 		Source: source, OutA: o.outs[0], OutB: o.outs[1], Rule: rule, Parallelism: o.parallelism,
-		FileSize: fs, Force: o.force, Note: o.note, Tool: toolName(), Progress: newProgress(cmd, g),
+		FileSize: fs, Force: o.force, Note: o.note, Tool: toolName(), Progress: relabel(newProgress(cmd, g), "split: read and write"), DryRun: o.dryRun,
 	})
+	if o.dryRun {
+		return reportDryRun(cmd, g, "split", nil, err)
+	}
 	if err != nil {
 		return err
 	}

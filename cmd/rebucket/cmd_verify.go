@@ -48,7 +48,9 @@ split state as a multiset of items, union as a set, broadcast by its copy).
 A fast pass compares per-bucket fingerprints of TARGET's layout, reading both
 once; only differing buckets are diffed exactly, naming up to --max-diffs
 entries per kind: missing (SOURCE only), extra (TARGET only), changed,
-misplaced, worker_state.
+misplaced, worker_state. --deep and --width do not combine with --against
+(which reads every entry of both anyway): run "verify TARGET --deep --width W"
+on its own for those checks.
 
 Every finding is streamed, all of them: one line each, or with --json one
 JSON object per line ({"type":"finding",...}) and then {"type":"summary",...}.
@@ -71,7 +73,7 @@ Exit codes of verify:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.against != "" {
 				if cmd.Flags().Changed("width") || cmd.Flags().Changed("deep") {
-					return usagef(fmt.Errorf("--width and --deep check one snapshot; they do not apply with --against"))
+					return usagef(fmt.Errorf("--width and --deep check one snapshot and do not combine with --against (which reads every entry of both snapshots anyway); run them on their own: `rebucket verify %s --deep` (add --width W to check a start)", args[0]))
 				}
 				return runVerifyAgainst(cmd, g, o, args[0])
 			}
@@ -86,7 +88,10 @@ Exit codes of verify:
 	f.BoolVar(&o.deep, "deep", false, "scan every entry (default: when the data is at most 2 GiB); --deep=false never scans")
 	f.StringVar(&o.against, "against", "", "prove key-level equality with this SOURCE snapshot")
 	f.IntVar(&o.maxDiffs, "max-diffs", 10, "with --against: differences listed per kind (the rest are counted)")
+	f.IntVar(&o.parallel, "parallelism", 0, "files read at once (default: the number of CPUs)")
+	// --parallel was this flag's name; every other command says --parallelism.
 	f.IntVar(&o.parallel, "parallel", 0, "files read at once (default: the number of CPUs)")
+	_ = f.MarkDeprecated("parallel", "use --parallelism")
 	return cmd
 }
 
@@ -94,6 +99,17 @@ Exit codes of verify:
 type findingLine struct {
 	Type string `json:"type"`
 	verify.Finding
+}
+
+// MarshalJSON is the finding's object with "type" first (Finding has its
+// own MarshalJSON, which embedding would otherwise promote).
+func (l findingLine) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(l.Finding)
+	if err != nil {
+		return nil, err
+	}
+	t, _ := json.Marshal(l.Type)
+	return append(append(append([]byte(`{"type":`), t...), ','), b[1:]...), nil
 }
 
 // streamer prints findings as they arrive.
@@ -200,7 +216,8 @@ func runVerify(cmd *cobra.Command, g *globalOptions, o *verifyOptions, dir strin
 		if sum.Width.Loadable {
 			fmt.Fprintf(w, "a start at width %d can load it\n", sum.Width.Width)
 		} else {
-			fmt.Fprintf(w, "a start at width %d cannot own state: the bucket count is %d\n", sum.Width.Width, sum.Width.Buckets)
+			fmt.Fprintf(w, "a start at width %d cannot own state: the bucket count is %d; %s\n", sum.Width.Width, sum.Width.Buckets,
+				widthAdvice(dir, sum.Width.Buckets, sum.Width.Width, fmt.Sprintf("rebucket verify %%s --width %d", sum.Width.Width)))
 		}
 	}
 	if sum.Verified {
@@ -217,7 +234,7 @@ func runVerifyAgainst(cmd *cobra.Command, g *globalOptions, o *verifyOptions, ta
 	}
 	w := cmd.OutOrStdout()
 	sum, err := verify.Equal(cmd.Context(), target, o.against,
-		verify.EqualOptions{MaxDiffs: o.maxDiffs, Parallelism: o.parallel, Progress: newProgress(cmd, g)}, streamer(w, g))
+		verify.EqualOptions{MaxDiffs: o.maxDiffs, Parallelism: o.parallel, Progress: relabel(newProgress(cmd, g), "verify --against: fingerprint both snapshots")}, streamer(w, g))
 	if done, res := verifyRan(cmd, g, sum, sum.Errors, err); done {
 		return res
 	}

@@ -19,8 +19,6 @@ const (
 	engineFlink  = "flink"
 )
 
-var engineNames = []string{engineAuto, engineNative, engineFlink}
-
 // engineHandler runs a command on an engine's snapshot; args are the
 // command's positional arguments, its flags are read from cmd.
 type engineHandler func(cmd *cobra.Command, g *globalOptions, args []string) error
@@ -75,7 +73,6 @@ func installEngines(root *cobra.Command, g *globalOptions) {
 		if c.Name() != "generate" {
 			c.Flags().StringVar(&forced, "engine", engineAuto, "kind of input: auto (detect), native or flink")
 		}
-		_ = c.RegisterFlagCompletionFunc("engine", cobra.FixedCompletions(engineNames, cobra.ShellCompDirectiveNoFileComp))
 		if c.Name() == "locate" {
 			c.Flags().String("key-type", "", "Flink: the key's type, e.g. string, long, int, tuple<string,long> (default: each keyed operator's own)")
 		}

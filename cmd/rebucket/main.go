@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -31,10 +32,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
-	if err != nil && !*started {
+	if err != nil && !*started && !strings.Contains(err.Error(), "--help' for usage") {
 		// cobra refused the command line before any command ran: an
 		// unknown command, a missing required flag, a bad argument count.
 		err = usagef(fmt.Errorf("%w\nRun 'rebucket --help' for usage.", err))
+	}
+	if err != nil && !*started {
+		err = usagef(err)
 	}
 	code := exitCode(ctx, err)
 	var silent silentError
@@ -53,6 +57,12 @@ func markStarted(root *cobra.Command) *bool {
 		if f := c.RunE; f != nil {
 			c.RunE = func(cmd *cobra.Command, args []string) error {
 				*started = true
+				// Human reports fit in 80 columns; JSON is left alone.
+				if asJSON, _ := cmd.Flags().GetBool("json"); !asJSON {
+					ww := newWrapWriter(cmd.OutOrStdout())
+					cmd.SetOut(ww)
+					defer ww.Flush()
+				}
 				return f(cmd, args)
 			}
 		}
@@ -83,5 +93,5 @@ func reportError(root *cobra.Command, stderr io.Writer, code int, err error) {
 		_ = writeJSONLine(stderr, errorReport{Type: "error", ExitCode: code, Message: msg, Hint: exitHint(code)})
 		return
 	}
-	fmt.Fprintf(stderr, "rebucket: %s\n", msg)
+	fmt.Fprintln(stderr, foldLine(singular("rebucket: "+msg), foldWidth(stderr)))
 }

@@ -5,12 +5,10 @@ import (
 
 	"encoding/json"
 	"io"
-	"sync"
 
 	"github.com/rebucket/rebucket/internal/units"
 	"github.com/rebucket/rebucket/plan"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/rebucket/rebucket/internal/progress"
@@ -38,55 +36,20 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
+// testProgress, when set, receives every command's progress (tests).
+var testProgress progress.Reporter
+
 // newProgress returns a progress bar on stderr when it is a terminal and
 // progress is wanted, else a no-op.
 func newProgress(cmd *cobra.Command, g *globalOptions) progress.Reporter {
+	if testProgress != nil {
+		return testProgress
+	}
 	w := cmd.ErrOrStderr()
 	if g.Quiet || !isTerminal(w) {
 		return progress.Nop{}
 	}
 	return &barReporter{w: w}
-}
-
-type barReporter struct {
-	w   io.Writer
-	mu  sync.Mutex
-	bar *progressbar.ProgressBar
-}
-
-func (b *barReporter) Start(total int64, what string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if total <= 0 {
-		total = -1
-	}
-	b.bar = progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(b.w),
-		progressbar.OptionSetDescription(what),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionThrottle(100_000_000),
-		progressbar.OptionShowCount(),
-		progressbar.OptionClearOnFinish(),
-		progressbar.OptionSetPredictTime(true),
-	)
-}
-
-func (b *barReporter) Add(n int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.bar != nil {
-		_ = b.bar.Add64(n)
-	}
-}
-
-func (b *barReporter) Finish() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.bar != nil {
-		_ = b.bar.Finish()
-		b.bar = nil
-	}
 }
 
 // memoryFlagHelp is the help of every --memory flag.

@@ -86,6 +86,7 @@ N state-owning workers; rebucket raises N offline.
 		root.AddCommand(f(g))
 	}
 	installEngines(root, g)
+	addHelpAndCompletion(root)
 	return root
 }
 
