@@ -56,8 +56,14 @@ type ImportOptions struct {
 type ImportResult struct {
 	Snapshot     string                   `json:"snapshot"`
 	Inputs       []string                 `json:"inputs"`
-	Rows         uint64                   `json:"rows"`
-	Entries      uint64                   `json:"entries"`
+	// RowsDeclared is what the input files declare (Parquet footers,
+	// Arrow record batch headers); RowsRead (and Rows, its older name)
+	// what was read. An import that reads fewer fails instead.
+	RowsDeclared uint64 `json:"rows_declared"`
+	RowsRead     uint64 `json:"rows_read"`
+	Rows         uint64 `json:"rows"`
+	Entries      uint64 `json:"entries"`
+	// Duplicates are the rows dropped by Dedupe (an error without it).
 	Duplicates   uint64                   `json:"duplicates"`
 	StatesFrom   string                   `json:"states_from"` // export metadata, states file, inferred
 	Partial      bool                     `json:"partial_export"`
@@ -101,10 +107,29 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	default:
 		return nil, fmt.Errorf("%w: dedupe %q: want first or last", snapshotfmt.ErrInvalidArgument, opts.Dedupe)
 	}
+	if opts.Memory != 0 && opts.Memory < MinImportMemory {
+		return nil, fmt.Errorf("%w: memory %d bytes is below import's floor of %d KiB (a smaller budget spills a run every few rows)", snapshotfmt.ErrInvalidArgument, opts.Memory, MinImportMemory>>10)
+	}
 	prog := progress.OrNop(opts.Progress)
 	inputs, err := listInputs(src)
 	if err != nil {
 		return nil, err
+	}
+	// A directory without data files: an export of an empty snapshot. Its
+	// metadata is in the per-worker state file, when there is one.
+	var metaPart part
+	if len(inputs) == 0 {
+		mp, err := emptyExportMeta(src)
+		if err != nil {
+			return nil, err
+		}
+		if mp == nil && opts.States == nil {
+			return nil, fmt.Errorf("%w: dataset directory %s holds no data files and no export metadata (an export of an empty snapshot without per-worker state); pass --states FILE to import an empty snapshot", snapshotfmt.ErrInvalidArgument, src)
+		}
+		if mp != nil {
+			defer mp.close()
+			metaPart = mp
+		}
 	}
 	// Open and validate every file before reading any row.
 	parts := make([]part, 0, len(inputs))
@@ -138,18 +163,27 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	}
 	// Export metadata: the first file's; every file of one export has it.
 	var em *ExportMeta
+	var srcManifest *snapshotfmt.Manifest
 	var lineage []snapshotfmt.Lineage
-	if s, ok := parts[0].meta()[MetaExport]; ok {
-		if em, err = decodeExportMeta(s); err != nil {
-			return nil, fmt.Errorf("%s: %w", inputs[0].path, err)
+	if metaPart == nil && len(parts) > 0 {
+		metaPart = parts[0]
+	}
+	if metaPart != nil {
+		if s, ok := metaPart.meta()[MetaExport]; ok {
+			if em, err = decodeExportMeta(s); err != nil {
+				return nil, fmt.Errorf("%s: %w", metaPart.path(), err)
+			}
+			if ms, ok := metaPart.meta()[MetaManifest]; ok {
+				if srcManifest, err = snapshotfmt.DecodeManifest([]byte(ms)); err != nil {
+					return nil, fmt.Errorf("%s: metadata %s: %w", metaPart.path(), MetaManifest, err)
+				}
+				lineage = srcManifest.Lineage
+			}
+			if err := checkExportMeta(em, srcManifest); err != nil {
+				return nil, fmt.Errorf("%s: %w", metaPart.path(), err)
+			}
+			res.Partial = em.Filter.Partial()
 		}
-		var m struct {
-			Lineage []snapshotfmt.Lineage `json:"lineage"`
-		}
-		if json.Unmarshal([]byte(parts[0].meta()[MetaManifest]), &m) == nil {
-			lineage = m.Lineage
-		}
-		res.Partial = em.Filter.Partial()
 	}
 	slots := map[string]*stateSlot{}
 	var order []*stateSlot
@@ -163,7 +197,7 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	case em != nil:
 		known, res.StatesFrom = true, "export metadata"
 		if err := addStates(em.States, slots, &order); err != nil {
-			return nil, fmt.Errorf("%s: metadata %s: %w", inputs[0].path, MetaExport, err)
+			return nil, fmt.Errorf("%s: metadata %s: %w", metaPart.path(), MetaExport, err)
 		}
 	default:
 		res.StatesFrom = "inferred"
@@ -197,6 +231,7 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	prog.Start(0, "import: read")
 	cols := []string{"step", "state", "key", "sub_key", "value"}
 	var key []byte
+	var listErr error
 	for i, p := range parts {
 		in := inputs[i]
 		have := p.columns()
@@ -279,6 +314,11 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			} else if sl.withSub > 0 && sl.nilSub > 0 {
 				return fmt.Errorf("%w: %s: state %s has rows with and without sub_key: it is neither a map (every row has one) nor a value state; give its kind with --states", snapshotfmt.ErrInvalidArgument, where(), sl.st.QualifiedName())
 			}
+			if sl.st.Kind == snapshotfmt.KindList {
+				if listErr = checkItems(valC.b); listErr != nil {
+					return fmt.Errorf("%w: %s: state %s is a list state, but its value is not a list's item encoding (%v)", snapshotfmt.ErrInvalidArgument, where(), sl.st.QualifiedName(), listErr)
+				}
+			}
 			key = snapshotfmt.AppendKey(key[:0], layout.Bucket(keyC.b), sl.st.ID, keyC.b, subC.b)
 			if err := sorter.Add(key, valC.b); err != nil {
 				return fmt.Errorf("import sort: %w", err)
@@ -293,7 +333,15 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			prog.Finish()
 			return nil, err
 		}
+		// scan fails unless it read every row the file declares; this
+		// states the same for the summary, and guards the invariant.
+		if d := p.declared(); d < 0 || uint64(d) != rowN {
+			prog.Finish()
+			return nil, fmt.Errorf("%w: %s: read %d of the %d rows it declares", snapshotfmt.ErrCorrupt, in.path, rowN, d)
+		}
+		res.RowsDeclared += uint64(p.declared())
 	}
+	res.RowsRead = res.Rows
 	prog.Finish()
 	var states []snapshotfmt.State
 	for _, sl := range order {
@@ -309,23 +357,28 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	// Per-worker state, read before anything is written.
 	wsSrc := opts.WorkerState
 	if wsSrc == "" && em != nil && em.WorkerStateFile != "" {
+		base := filepath.Dir(src)
 		if st, err := os.Stat(src); err == nil && st.IsDir() {
-			wsSrc = filepath.Join(src, em.WorkerStateFile)
-		} else {
-			wsSrc = filepath.Join(filepath.Dir(src), em.WorkerStateFile)
+			base = src
 		}
-		if _, err := os.Stat(wsSrc); err != nil {
-			return nil, fmt.Errorf("%w: the export's metadata names the per-worker state file %s, which cannot be read (%v); copy it beside the data or pass --worker-state", snapshotfmt.ErrInvalidArgument, wsSrc, err)
+		// A path from a file's metadata is untrusted: it must name a
+		// file inside the dataset directory.
+		if wsSrc, err = metaPathInside(base, em.WorkerStateFile); err != nil {
+			return nil, err
 		}
 	}
 	var wstates []workerStateIn
 	if wsSrc != "" {
 		res.WorkerSource = wsSrc
-		var metaWS []WorkerStateMeta
+		var exp *workerExpect
 		if em != nil {
-			metaWS = em.WorkerStates
+			exp = &workerExpect{meta: em.WorkerStates, width: em.WidthAtWrite}
+			if opts.WorkerState == "" {
+				// The export's own table: its item counts are the manifest's.
+				exp.manifest = srcManifest
+			}
 		}
-		if wstates, err = readWorkerStates(ctx, wsSrc, metaWS); err != nil {
+		if wstates, err = readWorkerStates(ctx, wsSrc, exp); err != nil {
 			return nil, err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/zeebo/xxh3"
 
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/internal/units"
 	"github.com/rebucket/rebucket/plan"
@@ -208,7 +209,7 @@ func classifyManifest(p string) Kind {
 	if err != nil || !st.Mode().IsRegular() || st.Size() > snapshotfmt.MaxManifestSize {
 		return ManifestTorn
 	}
-	data, err := os.ReadFile(p)
+	data, err := fsx.ReadRegular(p, snapshotfmt.MaxManifestSize)
 	if err != nil {
 		return ManifestUnreadable
 	}

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rebucket/rebucket/dataset"
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/internal/units"
 	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/snapshotfmt"
@@ -77,6 +77,9 @@ fingerprints compared with what was written (--no-verify skips that).`,
 	return cmd
 }
 
+// maxStatesFile bounds a --states file (a manifest is bounded alike).
+const maxStatesFile = snapshotfmt.MaxManifestSize
+
 // importReport is the --json document: the import's result plus the
 // process's peak resident memory (0 where the system does not say).
 type importReport struct {
@@ -113,7 +116,9 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 		Progress: newProgress(cmd, g), Tool: toolName(),
 	}
 	if o.statesFile != "" {
-		data, err := os.ReadFile(o.statesFile)
+		// A states table is a few KiB; the bound keeps a wrong path (a
+		// large file, a FIFO, a device) from being read at all.
+		data, err := fsx.ReadRegular(o.statesFile, maxStatesFile)
 		if err != nil {
 			return usagef(fmt.Errorf("--states: %w", err))
 		}
