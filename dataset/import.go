@@ -54,8 +54,8 @@ type ImportOptions struct {
 
 // ImportResult summarizes an import.
 type ImportResult struct {
-	Snapshot     string                   `json:"snapshot"`
-	Inputs       []string                 `json:"inputs"`
+	Snapshot string   `json:"snapshot"`
+	Inputs   []string `json:"inputs"`
 	// RowsDeclared is what the input files declare (Parquet footers,
 	// Arrow record batch headers); RowsRead (and Rows, its older name)
 	// what was read. An import that reads fewer fails instead.
