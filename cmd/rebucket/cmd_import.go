@@ -139,9 +139,10 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "imported %s into %s: %s rows -> %s entries in %d files (%s), %d buckets (%s), width %d, in %s\n",
-		src, res.Snapshot, units.Count(res.Rows), units.Count(res.Entries), res.Files, units.Bytes(res.DataBytes),
+		src, res.Snapshot, units.Count(res.RowsRead), units.Count(res.Entries), res.Files, units.Bytes(res.DataBytes),
 		res.Partitioning.Buckets, res.Partitioning.Mapping, res.Width, units.Duration(res.Elapsed))
-	if res.Duplicates > 0 {
+	fmt.Fprintf(w, "rows: %s declared by %d input files, %s read\n", units.Count(res.RowsDeclared), len(res.Inputs), units.Count(res.RowsRead))
+	if o.dedupe != "" {
 		fmt.Fprintf(w, "duplicates: %s rows dropped (--dedupe %s)\n", units.Count(res.Duplicates), o.dedupe)
 	}
 	fmt.Fprintf(w, "states (%s):\n", res.StatesFrom)
