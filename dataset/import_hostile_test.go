@@ -30,6 +30,7 @@ import (
 	"github.com/rebucket/rebucket/fixtures"
 	"github.com/rebucket/rebucket/reader"
 	"github.com/rebucket/rebucket/snapshotfmt"
+	"github.com/rebucket/rebucket/verify"
 	"github.com/rebucket/rebucket/writer"
 )
 
@@ -682,5 +683,70 @@ func hmust(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// emptySnapshot writes a snapshot with states but no entries, with or
+// without per-worker state.
+func emptySnapshot(t *testing.T, dir string, workers bool) *reader.Snapshot {
+	t.Helper()
+	layout, err := snapshotfmt.NewPartitioning(snapshotfmt.MappingMod, 8)
+	hmust(t, err)
+	w, err := writer.Create(dir, writer.Header{Partitioning: layout, WidthAtWrite: 2, Tool: "test", States: []snapshotfmt.State{
+		{ID: 1, Step: "s", Name: "v", Kind: snapshotfmt.KindValue},
+		{ID: 2, Step: "s", Name: "m", Kind: snapshotfmt.KindMap},
+	}}, writer.Options{})
+	hmust(t, err)
+	hmust(t, w.NewBucketWriter().Close())
+	if workers {
+		hmust(t, w.WriteWorkerState("src", "offsets", snapshotfmt.RuleSplit, [][][]byte{{[]byte("a")}, {[]byte("b"), []byte("c")}}))
+	}
+	_, err = w.Seal()
+	hmust(t, err)
+	hmust(t, w.Publish())
+	s, err := reader.Open(dir, reader.Options{})
+	hmust(t, err)
+	return s
+}
+
+// An empty snapshot exported with --partition-by imports back (before: "holds
+// no data files", exit 2): the export's metadata is in its per-worker state
+// file. An export with neither data nor per-worker state carries no states
+// table: it imports with --states, and without it the error says so.
+func TestImportEmptyPartitionedExport(t *testing.T) {
+	for _, by := range []string{"bucket", "state"} {
+		t.Run(by, func(t *testing.T) {
+			dir := t.TempDir()
+			src := filepath.Join(dir, "snap")
+			s := emptySnapshot(t, src, true)
+			ds := filepath.Join(dir, "ds")
+			if _, err := Export(hctx, s, ds, ExportOptions{Format: Parquet, PartitionBy: by}); err != nil {
+				t.Fatal(err)
+			}
+			back := filepath.Join(dir, "back")
+			res, err := Import(hctx, ds, back, ImportOptions{Buckets: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.RowsRead != 0 || res.Entries != 0 || len(res.States) != 2 || len(res.WorkerStates) != 1 || res.Width != 2 {
+				t.Fatalf("%+v", res)
+			}
+			sum, err := verify.Equal(hctx, back, src, verify.EqualOptions{}, func(verify.Finding) {})
+			if err != nil || !sum.Equal || sum.WorkerStates != 1 {
+				t.Fatalf("round trip: %+v, %v", sum, err)
+			}
+		})
+	}
+	dir := t.TempDir()
+	s := emptySnapshot(t, filepath.Join(dir, "snap"), false)
+	ds := filepath.Join(dir, "ds")
+	if _, err := Export(hctx, s, ds, ExportOptions{Format: Parquet, PartitionBy: "bucket"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := importErr(t, ds, ImportOptions{Buckets: 8})
+	wantErr(t, err, snapshotfmt.ErrInvalidArgument, "no data files", "--states")
+	res, err := importErr(t, ds, ImportOptions{Buckets: 8, States: s.Manifest().States})
+	if err != nil || res.Entries != 0 || len(res.States) != 2 {
+		t.Fatalf("with the states table: %+v, %v", res, err)
 	}
 }
