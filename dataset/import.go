@@ -64,8 +64,11 @@ type ImportResult struct {
 	Rows         uint64 `json:"rows"`
 	Entries      uint64 `json:"entries"`
 	// Duplicates are the rows dropped by Dedupe (an error without it).
-	Duplicates   uint64                   `json:"duplicates"`
-	StatesFrom   string                   `json:"states_from"` // export metadata, states file, inferred
+	Duplicates uint64 `json:"duplicates"`
+	StatesFrom string `json:"states_from"` // export metadata, states file, inferred
+	// Partial: the export was filtered, or the dataset is a part of an
+	// export's directory (its rows are then not checked against the
+	// source manifest's count).
 	Partial      bool                     `json:"partial_export"`
 	Partitioning snapshotfmt.Partitioning `json:"partitioning"`
 	Width        int                      `json:"width"`
@@ -343,6 +346,19 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	}
 	res.RowsRead = res.Rows
 	prog.Finish()
+	// A whole export declares its row count too: the entries of the
+	// source manifest it carries. A part file lost or added is caught
+	// here; a part of an export (one partition) is imported as partial.
+	if em != nil && srcManifest != nil && !res.Partial {
+		if wholeExport(src, inputs, em) {
+			want := srcManifest.TotalEntries()
+			if res.RowsRead != want {
+				return nil, fmt.Errorf("%w: %s: the export's source manifest counts %d entries, its files hold %d rows: part files are missing, added or damaged; import the whole export as written", snapshotfmt.ErrCorrupt, src, want, res.RowsRead)
+			}
+		} else {
+			res.Partial = true
+		}
+	}
 	var states []snapshotfmt.State
 	for _, sl := range order {
 		st := sl.st

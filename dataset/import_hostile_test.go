@@ -750,3 +750,42 @@ func TestImportEmptyPartitionedExport(t *testing.T) {
 		t.Fatalf("with the states table: %+v, %v", res, err)
 	}
 }
+
+// A whole export declares its row count (its source manifest's entries): a
+// part file lost from an export's directory fails the import (before: the
+// rest imported, exit 0); one partition of it imports as a partial export.
+func TestImportExportRowTotal(t *testing.T) {
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "snap")
+	if _, err := fixtures.Generate(hctx, snap, fixtures.Spec{Buckets: 8, Width: 2, Keys: 100}, writer.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := reader.Open(snap, reader.Options{})
+	hmust(t, err)
+	for _, by := range []string{"bucket", "state"} {
+		t.Run(by, func(t *testing.T) {
+			ds := filepath.Join(t.TempDir(), "ds")
+			if _, err := Export(hctx, s, ds, ExportOptions{Format: Parquet, PartitionBy: by}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := importErr(t, ds, ImportOptions{})
+			if err != nil || res.Partial || res.RowsRead != s.Manifest().TotalEntries() {
+				t.Fatalf("whole export: %+v, %v", res, err)
+			}
+			inputs, err := listInputs(ds)
+			hmust(t, err)
+			if by == "bucket" {
+				// One partition alone (its step and state in its
+				// columns): partial, not an error.
+				part := filepath.Dir(inputs[0].path)
+				res, err = importErr(t, part, ImportOptions{WorkerState: filepath.Join(ds, "_worker_state.parquet")})
+				if err != nil || !res.Partial {
+					t.Fatalf("one partition %s: %+v, %v", part, res, err)
+				}
+			}
+			hmust(t, os.Remove(inputs[len(inputs)-1].path))
+			_, err = importErr(t, ds, ImportOptions{})
+			wantErr(t, err, snapshotfmt.ErrCorrupt, "part files are missing")
+		})
+	}
+}

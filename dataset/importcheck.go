@@ -177,3 +177,32 @@ type workerExpect struct {
 	// manifest, when set, gives the item count of every worker.
 	manifest *snapshotfmt.Manifest
 }
+
+// wholeExport reports whether the dataset at src is an export as written
+// (the file of an unpartitioned export, or the directory of a partitioned
+// one), not a part of one: then its rows must add up to the source
+// manifest's entries.
+func wholeExport(src string, inputs []inputFile, em *ExportMeta) bool {
+	st, err := os.Stat(src)
+	if err != nil {
+		return false
+	}
+	if em.PartitionBy == "" {
+		return !st.IsDir()
+	}
+	if !st.IsDir() {
+		return false
+	}
+	keys := []string{"bucket"}
+	if em.PartitionBy == "state" {
+		keys = []string{"step", "state"}
+	}
+	for _, in := range inputs {
+		for _, k := range keys {
+			if _, ok := in.hive[k]; !ok {
+				return false
+			}
+		}
+	}
+	return true
+}

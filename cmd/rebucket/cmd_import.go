@@ -153,7 +153,7 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 		fmt.Fprintf(w, "per-worker state from %s: %v\n", res.WorkerSource, res.WorkerStates)
 	}
 	if res.Partial {
-		fmt.Fprintln(w, "note: the dataset is a partial export (filtered by state, bucket range or worker)")
+		fmt.Fprintln(w, "note: the dataset is a partial export (filtered by state, bucket range or worker, or a part of an export's directory)")
 	}
 	if res.Sort.Runs > 0 {
 		fmt.Fprintf(w, "sort: %d runs spilled (%s)\n", res.Sort.Runs, units.Bytes(res.Sort.SpillBytes))
