@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rebucket/rebucket/dataset"
 	"github.com/rebucket/rebucket/fixtures"
 	"github.com/rebucket/rebucket/reader"
@@ -46,9 +48,16 @@ func replaceWith(t *testing.T, p, kind string) {
 		t.Fatal(err)
 	}
 	var err error
-	if kind == "fifo" {
+	switch kind {
+	case "fifo":
 		err = syscall.Mkfifo(p, 0o644)
-	} else {
+	case "mknod":
+		// The device of /dev/null itself (needs CAP_MKNOD).
+		err = syscall.Mknod(p, syscall.S_IFCHR|0o644, int(unix.Mkdev(1, 3)))
+		if err != nil {
+			t.Skipf("mknod: %v", err)
+		}
+	default:
 		err = os.Symlink("/dev/null", p)
 	}
 	if err != nil {
@@ -56,7 +65,7 @@ func replaceWith(t *testing.T, p, kind string) {
 	}
 }
 
-// A FIFO, or a link to a device, in every input position: every reading
+// A FIFO, a link to a device, or a device node, in every input position: every reading
 // command returns at once with exit 2 (verify, whose damage is a finding,
 // with 1 or 2), naming the file. Before, each blocked in open(2) forever.
 func TestSpecialFileInputs(t *testing.T) {
@@ -87,7 +96,7 @@ func TestSpecialFileInputs(t *testing.T) {
 		"locate": func(snap, out string) []string { return []string{"locate", snap, "user-1"} },
 	}
 	for pos, rel := range positions {
-		for _, kind := range []string{"fifo", "device"} {
+		for _, kind := range []string{"fifo", "device", "mknod"} {
 			for name, args := range commands {
 				if pos != "manifest" && (name == "inspect" || name == "locate") {
 					continue // they read only the manifest (and locate one file)
