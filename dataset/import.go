@@ -390,8 +390,9 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		if em != nil {
 			exp = &workerExpect{meta: em.WorkerStates, width: em.WidthAtWrite}
 			if opts.WorkerState == "" {
-				// The export's own table: its item counts are the manifest's.
-				exp.manifest = srcManifest
+				// The export's own table: its states are the metadata's
+				// and its item counts the manifest's.
+				exp.own, exp.manifest = true, srcManifest
 			}
 		}
 		if wstates, err = readWorkerStates(ctx, wsSrc, exp); err != nil {

@@ -174,6 +174,8 @@ func checkItems(b []byte) error {
 type workerExpect struct {
 	meta  []WorkerStateMeta
 	width int
+	// own: the table is the one the metadata names (not --worker-state).
+	own bool
 	// manifest, when set, gives the item count of every worker.
 	manifest *snapshotfmt.Manifest
 }

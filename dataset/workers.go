@@ -111,6 +111,10 @@ type workerStateIn struct {
 	step, name string
 	rule       snapshotfmt.Rule
 	workers    [][][]byte // per old worker, items in order
+	// fixed: listed by the export's metadata, whose width and rule are
+	// authoritative (a worker past the width, or an item index gap, is
+	// damage, not a reason to re-deal the items).
+	fixed bool
 }
 
 // readWorkerStates reads a per-worker state table (Parquet or Arrow IPC).
@@ -149,11 +153,13 @@ func readWorkerStates(ctx context.Context, path string, exp *workerExpect) ([]wo
 	byName := map[string]*workerStateIn{}
 	items := map[string][]item{}
 	var order []string
-	fromMeta := exp != nil && exp.meta != nil
+	// own: the table is the one the export's metadata names, so it holds
+	// exactly the states the metadata lists.
+	own := exp != nil && exp.own
 	if exp != nil {
 		for _, m := range exp.meta {
 			q := m.Step + "/" + m.Name
-			byName[q] = &workerStateIn{step: m.Step, name: m.Name, rule: m.Rule, workers: make([][][]byte, m.Width)}
+			byName[q] = &workerStateIn{step: m.Step, name: m.Name, rule: m.Rule, workers: make([][][]byte, m.Width), fixed: true}
 			order = append(order, q)
 		}
 	}
@@ -183,7 +189,7 @@ func readWorkerStates(ctx context.Context, path string, exp *workerExpect) ([]wo
 		q := step + "/" + name
 		ws := byName[q]
 		if ws == nil {
-			if fromMeta {
+			if own {
 				return fmt.Errorf("%w: per-worker state %s row %d: state %s is not among the export's per-worker states", snapshotfmt.ErrCorrupt, path, row, q)
 			}
 			if len(order) >= 1<<16-1 {
@@ -196,7 +202,7 @@ func readWorkerStates(ctx context.Context, path string, exp *workerExpect) ([]wo
 		if ws.rule != rule {
 			return fmt.Errorf("%w: per-worker state %s: %s has rules %s and %s", snapshotfmt.ErrInvalidArgument, path, q, ws.rule, rule)
 		}
-		if fromMeta && cs[3].i >= int64(len(ws.workers)) {
+		if ws.fixed && cs[3].i >= int64(len(ws.workers)) {
 			return fmt.Errorf("%w: per-worker state %s row %d: worker %d of %s, but the export's width is %d", snapshotfmt.ErrCorrupt, path, row, cs[3].i, q, len(ws.workers))
 		}
 		items[q] = append(items[q], item{cs[3].i, cs[4].i, append([]byte(nil), cs[5].b...)})
@@ -224,7 +230,7 @@ func readWorkerStates(ctx context.Context, path string, exp *workerExpect) ([]wo
 			for int64(len(ws.workers)) <= it.worker {
 				ws.workers = append(ws.workers, nil)
 			}
-			if fromMeta && it.idx != int64(len(ws.workers[it.worker])) {
+			if ws.fixed && it.idx != int64(len(ws.workers[it.worker])) {
 				return nil, fmt.Errorf("%w: per-worker state %s: %s worker %d has item %d where item %d belongs (items lost or reordered)", snapshotfmt.ErrCorrupt, path, q, it.worker, it.idx, len(ws.workers[it.worker]))
 			}
 			ws.workers[it.worker] = append(ws.workers[it.worker], it.v)
