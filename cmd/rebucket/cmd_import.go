@@ -46,8 +46,16 @@ given with --states FILE (a JSON array of {step, name, kind, key_codec,
 sub_key_codec, value_codec}); per-worker state with --worker-state (a table
 with step, name, rule, worker, item, value).
 
+Every row a file declares (a Parquet footer's row groups, an Arrow file's
+record batches) is read or the import fails, naming the file and row group;
+a whole export's rows must add up to the entries of the source manifest its
+metadata carries. In a dataset directory a symbolic link is followed only
+to a file inside the directory; a FIFO, device or link out is refused, as
+is a per-worker state file the metadata names outside the dataset. The
+summary states the rows declared and read.
+
 Rows with the same (step, state, key, sub-key) are an error unless --dedupe
-first|last. The input may be larger than memory: it is sorted within
+first|last (the summary says how many were dropped). The input may be larger than memory: it is sorted within
 --memory, spilling to --tmp. Peak resident memory is --memory plus a fixed
 overhead of under 100 MiB whatever the input size (measured: 67-76 MiB at
 --memory 32MiB, 51-91 MiB for 10M rows at --memory 256MiB), plus one input
