@@ -789,3 +789,30 @@ func TestImportExportRowTotal(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteHostileSeeds writes lying Parquet and Arrow files as seeds of
+// FuzzImport (REBUCKET_UPDATE_TESTDATA=1).
+func TestWriteHostileSeeds(t *testing.T) {
+	if os.Getenv("REBUCKET_UPDATE_TESTDATA") == "" {
+		t.Skip("set REBUCKET_UPDATE_TESTDATA=1 to regenerate the seeds")
+	}
+	dir := filepath.Join("testdata", "fuzz", "FuzzImport")
+	hmust(t, os.MkdirAll(dir, 0o755))
+	seed := func(name, p string) {
+		data, err := os.ReadFile(p)
+		hmust(t, err)
+		hmust(t, os.WriteFile(filepath.Join(dir, name), []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)), 0o644))
+	}
+	tmp := t.TempDir()
+	p := filepath.Join(tmp, "a.parquet")
+	writeGroups(t, p, hRows(0, 40), 10)
+	editFooter(t, p, func(md *format.FileMetaData, size int64) { pastEnd(md, 2, size) })
+	seed("lying-rowgroup-past-end", p)
+	writeGroups(t, p, hRows(0, 40), 10)
+	editFooter(t, p, func(md *format.FileMetaData, size int64) { md.RowGroups[1].NumRows += 5; md.NumRows += 5 })
+	seed("lying-rowgroup-count", p)
+	q := filepath.Join(tmp, "a.arrow")
+	writeArrowBatches(t, q, hRows(0, 40), 10)
+	editArrowBlock(t, q, 2, func(off, meta, body *int64, size int64) { *body /= 2 })
+	seed("lying-arrow-body", q)
+}
