@@ -168,23 +168,7 @@ func resolveInside(root, q string) (string, error) {
 }
 
 // modeName names a file type for a message.
-func modeName(t fs.FileMode) string {
-	switch {
-	case t&fs.ModeNamedPipe != 0:
-		return "a FIFO (named pipe)"
-	case t&fs.ModeCharDevice != 0:
-		return "a character device"
-	case t&fs.ModeDevice != 0:
-		return "a block device"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	case t.IsDir():
-		return "a directory"
-	case t&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "not a regular file"
-}
+func modeName(t fs.FileMode) string { return fsx.TypeName(t) }
 
 // openPart opens one input file, telling Parquet from Arrow IPC by its
 // magic bytes.

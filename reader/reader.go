@@ -133,6 +133,9 @@ func (s *Snapshot) OpenInside(rel string) (*os.File, error) {
 			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 				if st, lerr := os.Lstat(p); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
 					return nil, fmt.Errorf("%w: %s is a symbolic link; a snapshot's directories must be its own", snapshotfmt.ErrCorrupt, p)
+				} else if lerr == nil && !st.IsDir() {
+					// A file, FIFO or device where a directory belongs.
+					return nil, fmt.Errorf("%w: %s is %s, not a directory", snapshotfmt.ErrCorrupt, p, fsx.TypeName(st.Mode()))
 				}
 			}
 			return nil, &os.PathError{Op: "open", Path: p, Err: err}

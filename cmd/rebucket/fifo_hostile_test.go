@@ -44,7 +44,7 @@ func runPrompt(t *testing.T, args ...string) (string, int) {
 // /dev/null.
 func replaceWith(t *testing.T, p, kind string) {
 	t.Helper()
-	if err := os.Remove(p); err != nil {
+	if err := os.RemoveAll(p); err != nil {
 		t.Fatal(err)
 	}
 	var err error
@@ -83,6 +83,8 @@ func TestSpecialFileInputs(t *testing.T) {
 		"manifest":    "MANIFEST.json",
 		"data file":   m.Files[0].Path,
 		"worker file": m.WorkerStates[0].Files[0].Path,
+		"data dir":    "data",
+		"workers dir": "workers",
 	}
 	commands := map[string]func(snap, out string) []string{
 		"inspect": func(snap, out string) []string { return []string{"inspect", snap} },

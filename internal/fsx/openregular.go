@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -127,6 +128,28 @@ func typeName(mode uint32) string {
 		return "a directory"
 	case unix.S_IFLNK:
 		return "a symbolic link"
+	}
+	return "of an unknown type"
+}
+
+// TypeName names the type of a file mode for a message ("a FIFO (named
+// pipe)", "a directory", ...).
+func TypeName(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t&fs.ModeNamedPipe != 0:
+		return "a FIFO (named pipe)"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a block device"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case t == 0:
+		return "a regular file"
 	}
 	return "of an unknown type"
 }
