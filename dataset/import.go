@@ -287,10 +287,10 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 				sl = slots[q]
 				if sl == nil {
 					if known {
-						return fmt.Errorf("%w: %s: state %s is not in the states table (%s has %s)", snapshotfmt.ErrInvalidArgument, where(), q, res.StatesFrom, slotNames(order))
+						return fmt.Errorf("%w: %s: state %s is not in the states table (%s has %s)", snapshotfmt.ErrInvalidArgument, where(), clip(q), res.StatesFrom, slotNames(order))
 					}
 					if step == "" || name == "" || strings.Contains(step, "/") {
-						return fmt.Errorf("%w: %s: step %q and state %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, where(), step, name)
+						return fmt.Errorf("%w: %s: step %q and state %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, where(), clip(step), clip(name))
 					}
 					if len(order) >= 1<<16-1 {
 						return fmt.Errorf("%w: more than 65535 states", snapshotfmt.ErrTooLarge)
@@ -548,9 +548,9 @@ func addStates(in []snapshotfmt.State, slots map[string]*stateSlot, order *[]*st
 		q := st.QualifiedName()
 		switch {
 		case st.Step == "" || st.Name == "" || strings.Contains(st.Step, "/"):
-			return fmt.Errorf("%w: states[%d]: step %q and name %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, i, st.Step, st.Name)
+			return fmt.Errorf("%w: states[%d]: step %q and name %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, i, clip(st.Step), clip(st.Name))
 		case st.Kind != snapshotfmt.KindValue && st.Kind != snapshotfmt.KindMap && st.Kind != snapshotfmt.KindList:
-			return fmt.Errorf("%w: states[%d] (%s): kind %q, want value, map or list", snapshotfmt.ErrInvalidArgument, i, q, st.Kind)
+			return fmt.Errorf("%w: states[%d] (%s): kind %q, want value, map or list", snapshotfmt.ErrInvalidArgument, i, clip(q), clip(string(st.Kind)))
 		case !snapshotfmt.KnownCodecs[st.KeyCodec] || !snapshotfmt.KnownCodecs[st.SubKeyCodec] || !snapshotfmt.KnownCodecs[st.ValueCodec]:
 			return fmt.Errorf("%w: states[%d] (%s): unknown codec", snapshotfmt.ErrInvalidArgument, i, q)
 		case ids[st.ID]:
@@ -605,7 +605,20 @@ func describeKey(enc []byte, byID map[uint16]snapshotfmt.State) string {
 	return s
 }
 
+// clip bounds a string from an input quoted in a message: a row's field
+// may be megabytes long.
+func clip(s string) string {
+	const max = 120
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}
+
 func printable(b []byte) string {
+	if len(b) > 120 {
+		return printable(b[:120]) + "..."
+	}
 	if utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return fmt.Sprintf("%q", b)
 	}

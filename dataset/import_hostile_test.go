@@ -816,3 +816,15 @@ func TestWriteHostileSeeds(t *testing.T) {
 	editArrowBlock(t, q, 2, func(off, meta, body *int64, size int64) { *body /= 2 })
 	seed("lying-arrow-body", q)
 }
+
+// A field quoted in an error is clipped: a megabyte-long step name does not
+// make a megabyte-long message.
+func TestImportErrorsBounded(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "d.parquet")
+	writeGroups(t, p, []hRow{{strings.Repeat("x/", 500000), "v", []byte("k"), []byte("v")}}, 1)
+	_, err := importErr(t, p, ImportOptions{})
+	wantErr(t, err, snapshotfmt.ErrInvalidArgument, "must not contain '/'")
+	if len(err.Error()) > 2000 {
+		t.Fatalf("error of %d bytes", len(err.Error()))
+	}
+}

@@ -28,10 +28,7 @@ const MinImportMemory = 64 << 10
 // and must resolve (symbolic links followed) to an entry inside base;
 // anything else is refused with ErrInvalidArgument.
 func metaPathInside(base, rel string) (string, error) {
-	shown := rel
-	if len(shown) > 200 {
-		shown = shown[:200] + "..."
-	}
+	shown := clip(rel)
 	bad := func(why string) error {
 		return fmt.Errorf("%w: the export's metadata names the per-worker state file %q, %s; refused (pass --worker-state FILE to name the table)", snapshotfmt.ErrInvalidArgument, shown, why)
 	}
@@ -98,7 +95,7 @@ func checkExportMeta(em *ExportMeta, m *snapshotfmt.Manifest) error {
 	switch em.PartitionBy {
 	case "", "state", "bucket":
 	default:
-		return bad("partition_by %q, want state or bucket", em.PartitionBy)
+		return bad("partition_by %q, want state or bucket", clip(em.PartitionBy))
 	}
 	if len(em.States) > 1<<16-1 || len(em.WorkerStates) > 1<<16-1 {
 		return bad("%d states and %d per-worker states, over 65535", len(em.States), len(em.WorkerStates))
@@ -110,7 +107,7 @@ func checkExportMeta(em *ExportMeta, m *snapshotfmt.Manifest) error {
 		case seen[q]:
 			return bad("worker_states[%d]: %s listed twice", i, q)
 		case ws.Rule != snapshotfmt.RuleSplit && ws.Rule != snapshotfmt.RuleUnion && ws.Rule != snapshotfmt.RuleBroadcast:
-			return bad("worker_states[%d] (%s): rule %q, want split, union or broadcast", i, q, ws.Rule)
+			return bad("worker_states[%d] (%s): rule %q, want split, union or broadcast", i, clip(q), clip(string(ws.Rule)))
 		case ws.Width != em.WidthAtWrite:
 			// A snapshot has one file per worker at its width at write; any
 			// other width would deal the items to other workers.

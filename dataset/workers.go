@@ -175,10 +175,10 @@ func readWorkerStates(ctx context.Context, path string, exp *workerExpect) ([]wo
 		switch rule {
 		case snapshotfmt.RuleSplit, snapshotfmt.RuleUnion, snapshotfmt.RuleBroadcast:
 		default:
-			return fmt.Errorf("%w: per-worker state %s row %d: rule %q, want split, union or broadcast", snapshotfmt.ErrInvalidArgument, path, row, rule)
+			return fmt.Errorf("%w: per-worker state %s row %d: rule %q, want split, union or broadcast", snapshotfmt.ErrInvalidArgument, path, row, clip(string(rule)))
 		}
 		if step == "" || name == "" || strings.Contains(step, "/") {
-			return fmt.Errorf("%w: per-worker state %s row %d: step %q and name %q must be non-empty", snapshotfmt.ErrInvalidArgument, path, row, step, name)
+			return fmt.Errorf("%w: per-worker state %s row %d: step %q and name %q must be non-empty", snapshotfmt.ErrInvalidArgument, path, row, clip(step), clip(name))
 		}
 		if cs[3].i < 0 || cs[3].i >= snapshotfmt.MaxBuckets*16 {
 			return fmt.Errorf("%w: per-worker state %s row %d: worker %d", snapshotfmt.ErrInvalidArgument, path, row, cs[3].i)
