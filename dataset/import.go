@@ -56,6 +56,10 @@ type ImportOptions struct {
 type ImportResult struct {
 	Snapshot string   `json:"snapshot"`
 	Inputs   []string `json:"inputs"`
+	// Ignored are the entries of a dataset directory whose names start
+	// with _ or . (the convention of pyarrow and Spark), the per-worker
+	// state file read as such excepted: left out, but said.
+	Ignored []string `json:"ignored"`
 	// RowsDeclared is what the input files declare (Parquet footers,
 	// Arrow record batch headers); RowsRead (and Rows, its older name)
 	// what was read. An import that reads fewer fails instead.
@@ -114,7 +118,7 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		return nil, fmt.Errorf("%w: memory %d bytes is below import's floor of %d KiB (a smaller budget spills a run every few rows)", snapshotfmt.ErrInvalidArgument, opts.Memory, MinImportMemory>>10)
 	}
 	prog := progress.OrNop(opts.Progress)
-	inputs, err := listInputs(src)
+	inputs, skipped, err := listDataset(src)
 	if err != nil {
 		return nil, err
 	}
@@ -382,6 +386,13 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		if wsSrc, err = metaPathInside(base, em.WorkerStateFile); err != nil {
 			return nil, err
 		}
+	}
+	wsReal, _ := filepath.EvalSymlinks(wsSrc)
+	for _, q := range skipped {
+		if r, err := filepath.EvalSymlinks(q); err == nil && wsSrc != "" && r == wsReal {
+			continue
+		}
+		res.Ignored = append(res.Ignored, q)
 	}
 	var wstates []workerStateIn
 	if wsSrc != "" {

@@ -344,6 +344,10 @@ func TestImportDatasetEntries(t *testing.T) {
 		if res.RowsRead != 1500 || res.RowsDeclared != 1500 || len(res.Inputs) != 2 {
 			t.Fatalf("read %d of %d declared rows from %v", res.RowsRead, res.RowsDeclared, res.Inputs)
 		}
+		// What the _ and . convention leaves out is said.
+		if len(res.Ignored) != 1 || filepath.Base(res.Ignored[0]) != "_store" {
+			t.Fatalf("ignored %v", res.Ignored)
+		}
 	})
 	t.Run("link outside is refused", func(t *testing.T) {
 		root, ds := setup(t)
@@ -769,7 +773,7 @@ func TestImportExportRowTotal(t *testing.T) {
 				t.Fatal(err)
 			}
 			res, err := importErr(t, ds, ImportOptions{})
-			if err != nil || res.Partial || res.RowsRead != s.Manifest().TotalEntries() {
+			if err != nil || res.Partial || res.RowsRead != s.Manifest().TotalEntries() || len(res.Ignored) != 0 {
 				t.Fatalf("whole export: %+v, %v", res, err)
 			}
 			inputs, err := listInputs(ds)

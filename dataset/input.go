@@ -78,6 +78,19 @@ type inputFile struct {
 // resolves to a regular file inside the dataset directory and refused
 // otherwise; a FIFO, device or socket is refused (ErrInvalidArgument).
 func listInputs(p string) ([]inputFile, error) {
+	in, _, err := listDataset(p)
+	return in, err
+}
+
+// listDataset is listInputs that also returns the entries the _ and .
+// convention left out (a directory counts as one), for the summary.
+func listDataset(p string) ([]inputFile, []string, error) {
+	var skipped []string
+	in, err := listInputsInto(p, &skipped)
+	return in, skipped, err
+}
+
+func listInputsInto(p string, skipped *[]string) ([]inputFile, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -99,6 +112,7 @@ func listInputs(p string) ([]inputFile, error) {
 		}
 		name := e.Name()
 		if q != p && (strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".")) {
+			*skipped = append(*skipped, q)
 			if e.IsDir() {
 				return filepath.SkipDir
 			}

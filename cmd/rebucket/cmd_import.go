@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -150,6 +151,13 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 		src, res.Snapshot, units.Count(res.RowsRead), units.Count(res.Entries), res.Files, units.Bytes(res.DataBytes),
 		res.Partitioning.Buckets, res.Partitioning.Mapping, res.Width, units.Duration(res.Elapsed))
 	fmt.Fprintf(w, "rows: %s declared by %d input files, %s read\n", units.Count(res.RowsDeclared), len(res.Inputs), units.Count(res.RowsRead))
+	if n := len(res.Ignored); n > 0 {
+		fmt.Fprintf(w, "ignored (names starting with _ or .): %s", strings.Join(res.Ignored[:min(n, 5)], ", "))
+		if n > 5 {
+			fmt.Fprintf(w, " and %d more", n-5)
+		}
+		fmt.Fprintln(w)
+	}
 	if o.dedupe != "" {
 		fmt.Fprintf(w, "duplicates: %s rows dropped (--dedupe %s)\n", units.Count(res.Duplicates), o.dedupe)
 	}

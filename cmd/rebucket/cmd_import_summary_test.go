@@ -39,7 +39,18 @@ func TestImportSummaryRows(t *testing.T) {
 	}
 	f.Close()
 
-	out, code := runRoot(t, "import", ds, "--buckets", "4", "--out", filepath.Join(dir, "a"), "--dedupe", "first")
+	// A dataset directory with a file the _ convention leaves out.
+	dsDir := filepath.Join(dir, "dsdir")
+	if err := os.MkdirAll(dsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(ds)
+	os.WriteFile(filepath.Join(dsDir, "part-0.parquet"), data, 0o644)
+	os.WriteFile(filepath.Join(dsDir, "_SUCCESS"), nil, 0o644)
+	out, code := runRoot(t, "import", dsDir, "--buckets", "4", "--out", filepath.Join(dir, "a"), "--dedupe", "first")
+	if code != 0 || !strings.Contains(out, "ignored (names starting with _ or .): "+filepath.Join(dsDir, "_SUCCESS")) {
+		t.Fatalf("exit %d: %s", code, out)
+	}
 	if code != 0 || !strings.Contains(out, "rows: 40 declared by 1 input files, 40 read") || !strings.Contains(out, "duplicates: 10 rows dropped (--dedupe first)") {
 		t.Fatalf("exit %d: %s", code, out)
 	}
