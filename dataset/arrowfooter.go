@@ -46,6 +46,26 @@ func checkArrowFooter(f *os.File, size int64) error {
 	if !v.vectorOf(footer, 2, 24) || !v.vectorOf(footer, 3, 24) || !v.keyValues(footer, 4) {
 		return bad("block or metadata list out of range")
 	}
+	// Every dictionary and record batch block lies in the file's body,
+	// between the leading magic and the footer: a block past the end is
+	// a truncated file, whose rows would otherwise be lost.
+	for _, field := range []int{2, 3} {
+		start, cnt, _ := v.vector(footer, field, 24)
+		for j := 0; j < cnt; j++ {
+			b := buf[start+24*j:]
+			off := int64(binary.LittleEndian.Uint64(b))
+			meta := int64(int32(binary.LittleEndian.Uint32(b[8:])))
+			body := int64(binary.LittleEndian.Uint64(b[16:]))
+			bodyEnd := size - tail - n
+			if off < 8 || meta <= 0 || body < 0 || off > bodyEnd || meta > bodyEnd-off || body > bodyEnd-off-meta {
+				what := "record batch"
+				if field == 2 {
+					what = "dictionary"
+				}
+				return bad(fmt.Sprintf("%s %d (offset %d, %d+%d bytes) lies outside the file's body (bytes 8..%d)", what, j, off, meta, body, bodyEnd))
+			}
+		}
+	}
 	if schema, ok := v.tableField(footer, 1); ok {
 		if !v.keyValues(schema, 2) || !v.vectorOf(schema, 3, 8) || !v.fields(schema, 1, 0) {
 			return bad("schema out of range")

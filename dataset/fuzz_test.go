@@ -37,5 +37,9 @@ func FuzzImport(f *testing.F) {
 		if res.Entries > res.Rows {
 			t.Fatalf("%d entries from %d rows", res.Entries, res.Rows)
 		}
+		// Every declared row is read, or the import fails.
+		if res.RowsRead != res.RowsDeclared || res.Rows != res.RowsRead {
+			t.Fatalf("read %d of %d declared rows (rows %d)", res.RowsRead, res.RowsDeclared, res.Rows)
+		}
 	})
 }

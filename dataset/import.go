@@ -54,12 +54,25 @@ type ImportOptions struct {
 
 // ImportResult summarizes an import.
 type ImportResult struct {
-	Snapshot     string                   `json:"snapshot"`
-	Inputs       []string                 `json:"inputs"`
-	Rows         uint64                   `json:"rows"`
-	Entries      uint64                   `json:"entries"`
-	Duplicates   uint64                   `json:"duplicates"`
-	StatesFrom   string                   `json:"states_from"` // export metadata, states file, inferred
+	Snapshot string   `json:"snapshot"`
+	Inputs   []string `json:"inputs"`
+	// Ignored are the entries of a dataset directory whose names start
+	// with _ or . (the convention of pyarrow and Spark), the per-worker
+	// state file read as such excepted: left out, but said.
+	Ignored []string `json:"ignored"`
+	// RowsDeclared is what the input files declare (Parquet footers,
+	// Arrow record batch headers); RowsRead (and Rows, its older name)
+	// what was read. An import that reads fewer fails instead.
+	RowsDeclared uint64 `json:"rows_declared"`
+	RowsRead     uint64 `json:"rows_read"`
+	Rows         uint64 `json:"rows"`
+	Entries      uint64 `json:"entries"`
+	// Duplicates are the rows dropped by Dedupe (an error without it).
+	Duplicates uint64 `json:"duplicates"`
+	StatesFrom string `json:"states_from"` // export metadata, states file, inferred
+	// Partial: the export was filtered, or the dataset is a part of an
+	// export's directory (its rows are then not checked against the
+	// source manifest's count).
 	Partial      bool                     `json:"partial_export"`
 	Partitioning snapshotfmt.Partitioning `json:"partitioning"`
 	Width        int                      `json:"width"`
@@ -101,10 +114,29 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	default:
 		return nil, fmt.Errorf("%w: dedupe %q: want first or last", snapshotfmt.ErrInvalidArgument, opts.Dedupe)
 	}
+	if opts.Memory != 0 && opts.Memory < MinImportMemory {
+		return nil, fmt.Errorf("%w: memory %d bytes is below import's floor of %d KiB (a smaller budget spills a run every few rows)", snapshotfmt.ErrInvalidArgument, opts.Memory, MinImportMemory>>10)
+	}
 	prog := progress.OrNop(opts.Progress)
-	inputs, err := listInputs(src)
+	inputs, skipped, err := listDataset(src)
 	if err != nil {
 		return nil, err
+	}
+	// A directory without data files: an export of an empty snapshot. Its
+	// metadata is in the per-worker state file, when there is one.
+	var metaPart part
+	if len(inputs) == 0 {
+		mp, err := emptyExportMeta(src)
+		if err != nil {
+			return nil, err
+		}
+		if mp == nil && opts.States == nil {
+			return nil, fmt.Errorf("%w: dataset directory %s holds no data files and no export metadata (an export of an empty snapshot without per-worker state); pass --states FILE to import an empty snapshot", snapshotfmt.ErrInvalidArgument, src)
+		}
+		if mp != nil {
+			defer mp.close()
+			metaPart = mp
+		}
 	}
 	// Open and validate every file before reading any row.
 	parts := make([]part, 0, len(inputs))
@@ -141,18 +173,27 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	}
 	// Export metadata: the first file's; every file of one export has it.
 	var em *ExportMeta
+	var srcManifest *snapshotfmt.Manifest
 	var lineage []snapshotfmt.Lineage
-	if s, ok := parts[0].meta()[MetaExport]; ok {
-		if em, err = decodeExportMeta(s); err != nil {
-			return nil, fmt.Errorf("%s: %w", inputs[0].path, err)
+	if metaPart == nil && len(parts) > 0 {
+		metaPart = parts[0]
+	}
+	if metaPart != nil {
+		if s, ok := metaPart.meta()[MetaExport]; ok {
+			if em, err = decodeExportMeta(s); err != nil {
+				return nil, fmt.Errorf("%s: %w", metaPart.path(), err)
+			}
+			if ms, ok := metaPart.meta()[MetaManifest]; ok {
+				if srcManifest, err = snapshotfmt.DecodeManifest([]byte(ms)); err != nil {
+					return nil, fmt.Errorf("%s: metadata %s: %w", metaPart.path(), MetaManifest, err)
+				}
+				lineage = srcManifest.Lineage
+			}
+			if err := checkExportMeta(em, srcManifest); err != nil {
+				return nil, fmt.Errorf("%s: %w", metaPart.path(), err)
+			}
+			res.Partial = em.Filter.Partial()
 		}
-		var m struct {
-			Lineage []snapshotfmt.Lineage `json:"lineage"`
-		}
-		if json.Unmarshal([]byte(parts[0].meta()[MetaManifest]), &m) == nil {
-			lineage = m.Lineage
-		}
-		res.Partial = em.Filter.Partial()
 	}
 	slots := map[string]*stateSlot{}
 	var order []*stateSlot
@@ -166,7 +207,7 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	case em != nil:
 		known, res.StatesFrom = true, "export metadata"
 		if err := addStates(em.States, slots, &order); err != nil {
-			return nil, fmt.Errorf("%s: metadata %s: %w", inputs[0].path, MetaExport, err)
+			return nil, fmt.Errorf("%s: metadata %s: %w", metaPart.path(), MetaExport, err)
 		}
 	default:
 		res.StatesFrom = "inferred"
@@ -200,6 +241,7 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	prog.Start(0, "import: read")
 	cols := []string{"step", "state", "key", "sub_key", "value"}
 	var key []byte
+	var listErr error
 	for i, p := range parts {
 		in := inputs[i]
 		have := p.columns()
@@ -252,10 +294,10 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 				sl = slots[q]
 				if sl == nil {
 					if known {
-						return fmt.Errorf("%w: %s: state %s is not in the states table (%s has %s)", snapshotfmt.ErrInvalidArgument, where(), q, res.StatesFrom, slotNames(order))
+						return fmt.Errorf("%w: %s: state %s is not in the states table (%s has %s)", snapshotfmt.ErrInvalidArgument, where(), clip(q), res.StatesFrom, slotNames(order))
 					}
 					if step == "" || name == "" || strings.Contains(step, "/") {
-						return fmt.Errorf("%w: %s: step %q and state %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, where(), step, name)
+						return fmt.Errorf("%w: %s: step %q and state %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, where(), clip(step), clip(name))
 					}
 					if len(order) >= 1<<16-1 {
 						return fmt.Errorf("%w: more than 65535 states", snapshotfmt.ErrTooLarge)
@@ -285,6 +327,11 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			if err := checkRowSize(where, len(keyC.b), len(subC.b), len(valC.b), opts.Memory); err != nil { // limits.go
 				return err
 			}
+			if sl.st.Kind == snapshotfmt.KindList {
+				if listErr = checkItems(valC.b); listErr != nil {
+					return fmt.Errorf("%w: %s: state %s is a list state, but its value is not a list's item encoding (%v)", snapshotfmt.ErrInvalidArgument, where(), sl.st.QualifiedName(), listErr)
+				}
+			}
 			key = snapshotfmt.AppendKey(key[:0], layout.Bucket(keyC.b), sl.st.ID, keyC.b, subC.b)
 			if err := sorter.Add(key, valC.b); err != nil {
 				return fmt.Errorf("import sort: %w", err)
@@ -299,8 +346,29 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			prog.Finish()
 			return nil, err
 		}
+		// scan fails unless it read every row the file declares; this
+		// states the same for the summary, and guards the invariant.
+		if d := p.declared(); d < 0 || uint64(d) != rowN {
+			prog.Finish()
+			return nil, fmt.Errorf("%w: %s: read %d of the %d rows it declares", snapshotfmt.ErrCorrupt, in.path, rowN, d)
+		}
+		res.RowsDeclared += uint64(p.declared())
 	}
+	res.RowsRead = res.Rows
 	prog.Finish()
+	// A whole export declares its row count too: the entries of the
+	// source manifest it carries. A part file lost or added is caught
+	// here; a part of an export (one partition) is imported as partial.
+	if em != nil && srcManifest != nil && !res.Partial {
+		if wholeExport(src, inputs, em) {
+			want := srcManifest.TotalEntries()
+			if res.RowsRead != want {
+				return nil, fmt.Errorf("%w: %s: the export's source manifest counts %d entries, its files hold %d rows: part files are missing, added or damaged; import the whole export as written", snapshotfmt.ErrCorrupt, src, want, res.RowsRead)
+			}
+		} else {
+			res.Partial = true
+		}
+	}
 	var states []snapshotfmt.State
 	for _, sl := range order {
 		st := sl.st
@@ -315,23 +383,36 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	// Per-worker state, read before anything is written.
 	wsSrc := opts.WorkerState
 	if wsSrc == "" && em != nil && em.WorkerStateFile != "" {
+		base := filepath.Dir(src)
 		if st, err := os.Stat(src); err == nil && st.IsDir() {
-			wsSrc = filepath.Join(src, em.WorkerStateFile)
-		} else {
-			wsSrc = filepath.Join(filepath.Dir(src), em.WorkerStateFile)
+			base = src
 		}
-		if _, err := os.Stat(wsSrc); err != nil {
-			return nil, fmt.Errorf("%w: the export's metadata names the per-worker state file %s, which cannot be read (%v); copy it beside the data or pass --worker-state", snapshotfmt.ErrInvalidArgument, wsSrc, err)
+		// A path from a file's metadata is untrusted: it must name a
+		// file inside the dataset directory.
+		if wsSrc, err = metaPathInside(base, em.WorkerStateFile); err != nil {
+			return nil, err
 		}
+	}
+	wsReal, _ := filepath.EvalSymlinks(wsSrc)
+	for _, q := range skipped {
+		if r, err := filepath.EvalSymlinks(q); err == nil && wsSrc != "" && r == wsReal {
+			continue
+		}
+		res.Ignored = append(res.Ignored, q)
 	}
 	var wstates []workerStateIn
 	if wsSrc != "" {
 		res.WorkerSource = wsSrc
-		var metaWS []WorkerStateMeta
+		var exp *workerExpect
 		if em != nil {
-			metaWS = em.WorkerStates
+			exp = &workerExpect{meta: em.WorkerStates, width: em.WidthAtWrite}
+			if opts.WorkerState == "" {
+				// The export's own table: its states are the metadata's
+				// and its item counts the manifest's.
+				exp.own, exp.manifest = true, srcManifest
+			}
 		}
-		if wstates, err = readWorkerStates(ctx, wsSrc, metaWS); err != nil {
+		if wstates, err = readWorkerStates(ctx, wsSrc, exp); err != nil {
 			return nil, err
 		}
 	}
@@ -484,9 +565,9 @@ func addStates(in []snapshotfmt.State, slots map[string]*stateSlot, order *[]*st
 		q := st.QualifiedName()
 		switch {
 		case st.Step == "" || st.Name == "" || strings.Contains(st.Step, "/"):
-			return fmt.Errorf("%w: states[%d]: step %q and name %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, i, st.Step, st.Name)
+			return fmt.Errorf("%w: states[%d]: step %q and name %q must be non-empty and the step must not contain '/'", snapshotfmt.ErrInvalidArgument, i, clip(st.Step), clip(st.Name))
 		case st.Kind != snapshotfmt.KindValue && st.Kind != snapshotfmt.KindMap && st.Kind != snapshotfmt.KindList:
-			return fmt.Errorf("%w: states[%d] (%s): kind %q, want value, map or list", snapshotfmt.ErrInvalidArgument, i, q, st.Kind)
+			return fmt.Errorf("%w: states[%d] (%s): kind %q, want value, map or list", snapshotfmt.ErrInvalidArgument, i, clip(q), clip(string(st.Kind)))
 		case !snapshotfmt.KnownCodecs[st.KeyCodec] || !snapshotfmt.KnownCodecs[st.SubKeyCodec] || !snapshotfmt.KnownCodecs[st.ValueCodec]:
 			return fmt.Errorf("%w: states[%d] (%s): unknown codec", snapshotfmt.ErrInvalidArgument, i, q)
 		case ids[st.ID]:
@@ -541,7 +622,20 @@ func describeKey(enc []byte, byID map[uint16]snapshotfmt.State) string {
 	return s
 }
 
+// clip bounds a string from an input quoted in a message: a row's field
+// may be megabytes long.
+func clip(s string) string {
+	const max = 120
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}
+
 func printable(b []byte) string {
+	if len(b) > 120 {
+		return printable(b[:120]) + "..."
+	}
 	if utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return fmt.Sprintf("%q", b)
 	}

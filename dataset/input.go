@@ -3,6 +3,7 @@ package dataset
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -53,8 +55,12 @@ type part interface {
 	columns() map[string]colInfo
 	meta() map[string]string
 	// scan calls fn for every row with the cells of cols (which must exist),
-	// valid only during the call.
+	// valid only during the call. It fails (ErrCorrupt, naming the file and
+	// row group or record batch) unless it read every row the file declares.
 	scan(ctx context.Context, cols []string, fn func([]cell) error) error
+	// declared is the number of rows the file declares: its footer's for
+	// Parquet, the record batches' headers for Arrow (known after scan).
+	declared() int64
 	close()
 }
 
@@ -66,9 +72,25 @@ type inputFile struct {
 }
 
 // listInputs returns the data files of a dataset path: the file itself, or
-// every regular file under the directory whose name does not start with _
-// or . (the convention pyarrow and Spark follow), in path order.
+// every file under the directory whose name does not start with _ or .
+// (the convention pyarrow and Spark follow), in path order. Nothing under
+// the directory is skipped silently: a symbolic link is followed when it
+// resolves to a regular file inside the dataset directory and refused
+// otherwise; a FIFO, device or socket is refused (ErrInvalidArgument).
 func listInputs(p string) ([]inputFile, error) {
+	in, _, err := listDataset(p)
+	return in, err
+}
+
+// listDataset is listInputs that also returns the entries the _ and .
+// convention left out (a directory counts as one), for the summary.
+func listDataset(p string) ([]inputFile, []string, error) {
+	var skipped []string
+	in, err := listInputsInto(p, &skipped)
+	return in, skipped, err
+}
+
+func listInputsInto(p string, skipped *[]string) ([]inputFile, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -79,6 +101,10 @@ func listInputs(p string) ([]inputFile, error) {
 	if !st.IsDir() {
 		return []inputFile{{path: p}}, nil
 	}
+	root, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", p, err)
+	}
 	var out []inputFile
 	err = filepath.WalkDir(p, func(q string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -86,16 +112,28 @@ func listInputs(p string) ([]inputFile, error) {
 		}
 		name := e.Name()
 		if q != p && (strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".")) {
+			*skipped = append(*skipped, q)
 			if e.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if !e.Type().IsRegular() {
+		if e.IsDir() {
 			return nil
 		}
-		rel, _ := filepath.Rel(p, filepath.Dir(q))
 		in := inputFile{path: q, hive: map[string]string{}}
+		switch t := e.Type(); {
+		case t.IsRegular():
+		case t&fs.ModeSymlink != 0:
+			real, err := resolveInside(root, q)
+			if err != nil {
+				return err
+			}
+			in.path = real
+		default:
+			return fmt.Errorf("%w: %s is %s, not a data file; remove it from the dataset directory", snapshotfmt.ErrInvalidArgument, q, modeName(t))
+		}
+		rel, _ := filepath.Rel(p, filepath.Dir(q))
 		if rel != "." {
 			for _, seg := range strings.Split(filepath.ToSlash(rel), "/") {
 				k, v, ok := strings.Cut(seg, "=")
@@ -113,21 +151,46 @@ func listInputs(p string) ([]inputFile, error) {
 		return nil
 	})
 	if err != nil {
+		if errors.Is(err, snapshotfmt.ErrInvalidArgument) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("list dataset %s: %w", p, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: dataset directory %s holds no data files", snapshotfmt.ErrInvalidArgument, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
 	return out, nil
 }
 
+// resolveInside resolves the symbolic link q and returns its target when
+// that is a regular file inside the directory root (itself resolved);
+// anything else is refused with ErrInvalidArgument.
+func resolveInside(root, q string) (string, error) {
+	real, err := filepath.EvalSymlinks(q)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s is a symbolic link that does not resolve (%v)", snapshotfmt.ErrInvalidArgument, q, errors.Unwrap(err))
+	}
+	if rel, err := filepath.Rel(root, real); err != nil || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%w: %s is a symbolic link to %s, outside the dataset directory %s; copy the file in instead", snapshotfmt.ErrInvalidArgument, q, real, root)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("dataset file %s: %w", q, err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: %s is a symbolic link to %s, which is %s, not a data file", snapshotfmt.ErrInvalidArgument, q, real, modeName(st.Mode().Type()))
+	}
+	return real, nil
+}
+
+// modeName names a file type for a message.
+func modeName(t fs.FileMode) string { return fsx.TypeName(t) }
+
 // openPart opens one input file, telling Parquet from Arrow IPC by its
 // magic bytes.
 func openPart(p string) (part, error) {
-	f, err := os.Open(p)
+	// Never blocks on a FIFO; refuses anything but a regular file.
+	f, err := fsx.OpenRegular(p)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", p, err)
+		return nil, err
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -152,7 +215,9 @@ func openPart(p string) (part, error) {
 		}
 	default:
 		f.Close()
-		return nil, fmt.Errorf("%w: %s is not a Parquet or Arrow IPC file (it starts with %q%s)", snapshotfmt.ErrCorrupt, p, head, looksLike(head))
+		// Never quote the bytes: the file may be anything (a secret a
+		// crafted path pointed at included).
+		return nil, fmt.Errorf("%w: %s is not a Parquet or Arrow IPC file (it does not start with PAR1 or ARROW1%s)", snapshotfmt.ErrCorrupt, p, looksLike(head))
 	}
 	if err != nil {
 		f.Close()
@@ -193,9 +258,25 @@ type parquetPart struct {
 
 func openParquet(f *os.File, size int64) (pt *parquetPart, err error) {
 	defer corrupt("parquet footer", &err)
+	// The tail is checked here, not by the library, whose message quotes
+	// the bytes it found.
+	var tail [8]byte
+	if size < 12 {
+		return nil, fmt.Errorf("%w: not a readable Parquet file: %d bytes is too small (truncated?)", snapshotfmt.ErrCorrupt, size)
+	}
+	if _, err := f.ReadAt(tail[:], size-8); err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	footerLen := int64(binary.LittleEndian.Uint32(tail[:4]))
+	if string(tail[4:]) != "PAR1" || footerLen > size-12 {
+		return nil, fmt.Errorf("%w: not a readable Parquet file: no valid footer at its end (truncated or damaged?)", snapshotfmt.ErrCorrupt)
+	}
 	pf, err := parquet.OpenFile(f, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return nil, fmt.Errorf("%w: not a readable Parquet file (truncated or damaged?): %v", snapshotfmt.ErrCorrupt, err)
+	}
+	if err := checkParquetLayout(pf.Metadata(), size-8-footerLen); err != nil {
+		return nil, err
 	}
 	pt = &parquetPart{f: f, pf: pf, cols: map[string]colInfo{}, md: map[string]string{}}
 	for _, kv := range pf.Metadata().KeyValueMetadata {
@@ -205,6 +286,41 @@ func openParquet(f *os.File, size int64) (pt *parquetPart, err error) {
 		pt.cols[fl.Name()] = parquetColInfo(fl)
 	}
 	return pt, nil
+}
+
+// checkParquetLayout refuses a footer whose row counts disagree or whose
+// column chunks lie outside the data part of the file (before the footer
+// at dataEnd) or in another file: a reader may otherwise return fewer rows
+// than the footer declares without an error.
+func checkParquetLayout(md *format.FileMetaData, dataEnd int64) error {
+	var sum int64
+	for i, rg := range md.RowGroups {
+		if rg.NumRows < 0 || sum+rg.NumRows < sum {
+			return fmt.Errorf("%w: row group %d declares %d rows", snapshotfmt.ErrCorrupt, i, rg.NumRows)
+		}
+		sum += rg.NumRows
+		for j, cc := range rg.Columns {
+			col := fmt.Sprint(j)
+			if len(cc.MetaData.PathInSchema) > 0 {
+				col = strings.Join(cc.MetaData.PathInSchema, ".")
+			}
+			if cc.FilePath != "" {
+				return fmt.Errorf("%w: row group %d column %s: its data is in another file; import reads self-contained files only", snapshotfmt.ErrCorrupt, i, col)
+			}
+			cm := cc.MetaData
+			start := cm.DataPageOffset
+			if cm.DictionaryPageOffset > 0 && cm.DictionaryPageOffset < start {
+				start = cm.DictionaryPageOffset
+			}
+			if start < 4 || cm.TotalCompressedSize < 0 || cm.TotalCompressedSize > dataEnd || start > dataEnd-cm.TotalCompressedSize {
+				return fmt.Errorf("%w: row group %d column %s: its chunk (offset %d, %d bytes) lies outside the file's data (bytes 4..%d): truncated or damaged", snapshotfmt.ErrCorrupt, i, col, start, cm.TotalCompressedSize, dataEnd)
+			}
+		}
+	}
+	if sum != md.NumRows {
+		return fmt.Errorf("%w: the footer declares %d rows, its row groups %d: damaged", snapshotfmt.ErrCorrupt, md.NumRows, sum)
+	}
+	return nil
 }
 
 func parquetColInfo(n parquet.Node) colInfo {
@@ -238,6 +354,7 @@ func (p *parquetPart) path() string                { return p.f.Name() }
 func (p *parquetPart) columns() map[string]colInfo { return p.cols }
 func (p *parquetPart) meta() map[string]string     { return p.md }
 func (p *parquetPart) close()                      { p.f.Close() }
+func (p *parquetPart) declared() int64             { return p.pf.NumRows() }
 
 func (p *parquetPart) scan(ctx context.Context, cols []string, fn func([]cell) error) (err error) {
 	defer corrupt(p.f.Name(), &err)
@@ -251,10 +368,12 @@ func (p *parquetPart) scan(ctx context.Context, cols []string, fn func([]cell) e
 	}
 	cells := make([]cell, len(cols))
 	buf := make([]parquet.Row, 512)
-	for _, rg := range p.pf.RowGroups() {
+	for g, rg := range p.pf.RowGroups() {
 		rows := rg.Rows()
+		var read int64
 		for {
 			n, rerr := rows.ReadRows(buf)
+			read += int64(n)
 			for _, row := range buf[:n] {
 				for i := range cells {
 					cells[i] = cell{null: true}
@@ -283,7 +402,7 @@ func (p *parquetPart) scan(ctx context.Context, cols []string, fn func([]cell) e
 			}
 			if rerr != nil {
 				rows.Close()
-				return fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, p.f.Name(), rerr)
+				return fmt.Errorf("%w: %s: row group %d: %v", snapshotfmt.ErrCorrupt, p.f.Name(), g, rerr)
 			}
 			if err := ctx.Err(); err != nil {
 				rows.Close()
@@ -291,7 +410,11 @@ func (p *parquetPart) scan(ctx context.Context, cols []string, fn func([]cell) e
 			}
 		}
 		if err := rows.Close(); err != nil {
-			return fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, p.f.Name(), err)
+			return fmt.Errorf("%w: %s: row group %d: %v", snapshotfmt.ErrCorrupt, p.f.Name(), g, err)
+		}
+		// Every declared row is read, or the import fails.
+		if want := rg.NumRows(); read != want {
+			return fmt.Errorf("%w: %s: row group %d: read %d of the %d rows it declares (truncated or damaged)", snapshotfmt.ErrCorrupt, p.f.Name(), g, read, want)
 		}
 	}
 	return nil
@@ -352,6 +475,7 @@ type arrowPart struct {
 	r    *ipc.FileReader
 	cols map[string]colInfo
 	md   map[string]string
+	rows int64 // declared by the record batches scanned
 }
 
 func openArrow(f *os.File) (ap *arrowPart, err error) {
@@ -387,6 +511,7 @@ func (a *arrowPart) path() string                { return a.f.Name() }
 func (a *arrowPart) columns() map[string]colInfo { return a.cols }
 func (a *arrowPart) meta() map[string]string     { return a.md }
 func (a *arrowPart) close()                      { a.r.Close(); a.f.Close() }
+func (a *arrowPart) declared() int64             { return a.rows }
 
 func (a *arrowPart) scan(ctx context.Context, cols []string, fn func([]cell) error) (err error) {
 	defer corrupt(a.f.Name(), &err)
@@ -406,6 +531,15 @@ func (a *arrowPart) scan(ctx context.Context, cols []string, fn func([]cell) err
 		rec, err := a.r.RecordAt(i)
 		if err != nil {
 			return fmt.Errorf("%w: %s: record batch %d: %v", snapshotfmt.ErrCorrupt, a.f.Name(), i, err)
+		}
+		a.rows += rec.NumRows()
+		// A column shorter than the batch declares would end the batch
+		// early (or panic): every declared row is read, or the import fails.
+		for _, ci := range idx {
+			if n := int64(rec.Column(ci).Len()); n != rec.NumRows() {
+				rec.Release()
+				return fmt.Errorf("%w: %s: record batch %d declares %d rows, its column %s holds %d", snapshotfmt.ErrCorrupt, a.f.Name(), i, rec.NumRows(), rec.ColumnName(ci), n)
+			}
 		}
 		if err := scanRecord(rec, idx, cells, fn); err != nil {
 			rec.Release()

@@ -111,12 +111,19 @@ type workerStateIn struct {
 	step, name string
 	rule       snapshotfmt.Rule
 	workers    [][][]byte // per old worker, items in order
+	// fixed: listed by the export's metadata, whose width and rule are
+	// authoritative (a worker past the width, or an item index gap, is
+	// damage, not a reason to re-deal the items).
+	fixed bool
 }
 
 // readWorkerStates reads a per-worker state table (Parquet or Arrow IPC).
-// meta, when the export gave it, fixes the order, rules and old widths so
-// that workers without items and states without any survive.
-func readWorkerStates(ctx context.Context, path string, meta []WorkerStateMeta) ([]workerStateIn, error) {
+// exp, when the export's metadata gave it, fixes the order, rules and old
+// width so that workers without items and states without any survive, and
+// is checked, not trusted: a row of a state, rule or worker it does not
+// list, item indices that are not 0..n-1 per worker, or (from the source
+// manifest) another item count per worker is ErrCorrupt.
+func readWorkerStates(ctx context.Context, path string, exp *workerExpect) ([]workerStateIn, error) {
 	p, err := openPart(path)
 	if err != nil {
 		return nil, fmt.Errorf("per-worker state: %w", err)
@@ -146,10 +153,15 @@ func readWorkerStates(ctx context.Context, path string, meta []WorkerStateMeta) 
 	byName := map[string]*workerStateIn{}
 	items := map[string][]item{}
 	var order []string
-	for _, m := range meta {
-		q := m.Step + "/" + m.Name
-		byName[q] = &workerStateIn{step: m.Step, name: m.Name, rule: m.Rule, workers: make([][][]byte, max(m.Width, 0))}
-		order = append(order, q)
+	// own: the table is the one the export's metadata names, so it holds
+	// exactly the states the metadata lists.
+	own := exp != nil && exp.own
+	if exp != nil {
+		for _, m := range exp.meta {
+			q := m.Step + "/" + m.Name
+			byName[q] = &workerStateIn{step: m.Step, name: m.Name, rule: m.Rule, workers: make([][][]byte, m.Width), fixed: true}
+			order = append(order, q)
+		}
 	}
 	row := 0
 	err = p.scan(ctx, []string{WColStep, WColName, WColRule, WColWorker, WColItem, WColValue}, func(cs []cell) error {
@@ -163,23 +175,35 @@ func readWorkerStates(ctx context.Context, path string, meta []WorkerStateMeta) 
 		switch rule {
 		case snapshotfmt.RuleSplit, snapshotfmt.RuleUnion, snapshotfmt.RuleBroadcast:
 		default:
-			return fmt.Errorf("%w: per-worker state %s row %d: rule %q, want split, union or broadcast", snapshotfmt.ErrInvalidArgument, path, row, rule)
+			return fmt.Errorf("%w: per-worker state %s row %d: rule %q, want split, union or broadcast", snapshotfmt.ErrInvalidArgument, path, row, clip(string(rule)))
 		}
 		if step == "" || name == "" || strings.Contains(step, "/") {
-			return fmt.Errorf("%w: per-worker state %s row %d: step %q and name %q must be non-empty", snapshotfmt.ErrInvalidArgument, path, row, step, name)
+			return fmt.Errorf("%w: per-worker state %s row %d: step %q and name %q must be non-empty", snapshotfmt.ErrInvalidArgument, path, row, clip(step), clip(name))
 		}
 		if cs[3].i < 0 || cs[3].i >= snapshotfmt.MaxBuckets*16 {
 			return fmt.Errorf("%w: per-worker state %s row %d: worker %d", snapshotfmt.ErrInvalidArgument, path, row, cs[3].i)
 		}
+		if cs[4].i < 0 {
+			return fmt.Errorf("%w: per-worker state %s row %d: item index %d", snapshotfmt.ErrInvalidArgument, path, row, cs[4].i)
+		}
 		q := step + "/" + name
 		ws := byName[q]
 		if ws == nil {
+			if own {
+				return fmt.Errorf("%w: per-worker state %s row %d: state %s is not among the export's per-worker states", snapshotfmt.ErrCorrupt, path, row, q)
+			}
+			if len(order) >= 1<<16-1 {
+				return fmt.Errorf("%w: per-worker state %s: more than 65535 states", snapshotfmt.ErrTooLarge, path)
+			}
 			ws = &workerStateIn{step: step, name: name, rule: rule}
 			byName[q] = ws
 			order = append(order, q)
 		}
 		if ws.rule != rule {
 			return fmt.Errorf("%w: per-worker state %s: %s has rules %s and %s", snapshotfmt.ErrInvalidArgument, path, q, ws.rule, rule)
+		}
+		if ws.fixed && cs[3].i >= int64(len(ws.workers)) {
+			return fmt.Errorf("%w: per-worker state %s row %d: worker %d of %s, but the export's width is %d", snapshotfmt.ErrCorrupt, path, row, cs[3].i, q, len(ws.workers))
 		}
 		items[q] = append(items[q], item{cs[3].i, cs[4].i, append([]byte(nil), cs[5].b...)})
 		return nil
@@ -188,7 +212,7 @@ func readWorkerStates(ctx context.Context, path string, meta []WorkerStateMeta) 
 		return nil, err
 	}
 	var out []workerStateIn
-	for _, q := range order {
+	for k, q := range order {
 		ws := byName[q]
 		its := items[q]
 		sort.SliceStable(its, func(i, j int) bool {
@@ -197,11 +221,26 @@ func readWorkerStates(ctx context.Context, path string, meta []WorkerStateMeta) 
 			}
 			return its[i].idx < its[j].idx
 		})
-		for _, it := range its {
+		for i, it := range its {
+			// Item indices give the order: two items at one index have
+			// none, and (for an export's table) a gap is a lost item.
+			if i > 0 && its[i-1].worker == it.worker && its[i-1].idx == it.idx {
+				return nil, fmt.Errorf("%w: per-worker state %s: %s worker %d has two items at index %d", snapshotfmt.ErrInvalidArgument, path, q, it.worker, it.idx)
+			}
 			for int64(len(ws.workers)) <= it.worker {
 				ws.workers = append(ws.workers, nil)
 			}
+			if ws.fixed && it.idx != int64(len(ws.workers[it.worker])) {
+				return nil, fmt.Errorf("%w: per-worker state %s: %s worker %d has item %d where item %d belongs (items lost or reordered)", snapshotfmt.ErrCorrupt, path, q, it.worker, it.idx, len(ws.workers[it.worker]))
+			}
 			ws.workers[it.worker] = append(ws.workers[it.worker], it.v)
+		}
+		if exp != nil && exp.manifest != nil && k < len(exp.manifest.WorkerStates) {
+			for w, f := range exp.manifest.WorkerStates[k].Files {
+				if w < len(ws.workers) && uint64(len(ws.workers[w])) != f.Items {
+					return nil, fmt.Errorf("%w: per-worker state %s: %s worker %d has %d items, the source manifest says %d", snapshotfmt.ErrCorrupt, path, q, w, len(ws.workers[w]), f.Items)
+				}
+			}
 		}
 		if len(ws.workers) == 0 {
 			ws.workers = make([][][]byte, 1)

@@ -140,6 +140,9 @@ func (s *Snapshot) OpenInside(rel string) (*os.File, error) {
 			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 				if st, lerr := os.Lstat(p); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
 					return nil, fmt.Errorf("%w: %s is a symbolic link; a snapshot's directories must be its own", snapshotfmt.ErrCorrupt, p)
+				} else if lerr == nil && !st.IsDir() {
+					// A file, FIFO or device where a directory belongs.
+					return nil, fmt.Errorf("%w: %s is %s, not a directory", snapshotfmt.ErrCorrupt, p, fsx.TypeName(st.Mode()))
 				}
 			}
 			return nil, &os.PathError{Op: "open", Path: p, Err: err}
@@ -148,24 +151,8 @@ func (s *Snapshot) OpenInside(rel string) (*os.File, error) {
 	}
 	defer unix.Close(dirfd)
 	p := s.Path(rel)
-	fd, err := unix.Openat(dirfd, parts[len(parts)-1], unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return nil, fmt.Errorf("%w: %s is a symbolic link; snapshot files must be regular files", snapshotfmt.ErrCorrupt, p)
-		}
-		return nil, &os.PathError{Op: "open", Path: p, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), p)
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s is not a regular file", snapshotfmt.ErrCorrupt, p)
-	}
-	return f, nil
+	// Never blocks on a FIFO; refuses a link, a FIFO or a device (ErrCorrupt).
+	return fsx.OpenRegularAt(dirfd, parts[len(parts)-1], p)
 }
 
 // OpenListed opens a file listed in the manifest, checks its size and (unless

@@ -221,7 +221,7 @@ func classifyManifest(p string) Kind {
 	if err != nil || !st.Mode().IsRegular() || st.Size() > snapshotfmt.MaxManifestSize {
 		return ManifestTorn
 	}
-	data, err := os.ReadFile(p)
+	data, err := fsx.ReadRegular(p, snapshotfmt.MaxManifestSize)
 	if err != nil {
 		return ManifestUnreadable
 	}

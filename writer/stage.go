@@ -203,7 +203,8 @@ func (s *Stage) cleanStale(parent, base string) {
 			continue
 		}
 		p := filepath.Join(parent, e.Name())
-		data, err := os.ReadFile(filepath.Join(p, MarkerName))
+		// Never blocks on a FIFO planted as a marker (issue 14, item 6).
+		data, err := fsx.ReadRegular(filepath.Join(p, MarkerName), 1<<20)
 		var m Marker
 		if err != nil || json.Unmarshal(data, &m) != nil {
 			// A run killed between creating its directory and writing

@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rebucket/rebucket/dataset"
+	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/internal/units"
 	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/snapshotfmt"
@@ -47,8 +47,16 @@ given with --states FILE (a JSON array of {step, name, kind, key_codec,
 sub_key_codec, value_codec}); per-worker state with --worker-state (a table
 with step, name, rule, worker, item, value).
 
+Every row a file declares (a Parquet footer's row groups, an Arrow file's
+record batches) is read or the import fails, naming the file and row group;
+a whole export's rows must add up to the entries of the source manifest its
+metadata carries. In a dataset directory a symbolic link is followed only
+to a file inside the directory; a FIFO, device or link out is refused, as
+is a per-worker state file the metadata names outside the dataset. The
+summary states the rows declared and read.
+
 Rows with the same (step, state, key, sub-key) are an error unless --dedupe
-first|last. The input may be larger than memory: it is sorted within
+first|last (the summary says how many were dropped). The input may be larger than memory: it is sorted within
 --memory, spilling to --tmp. Peak resident memory is --memory plus a fixed
 overhead of under 100 MiB whatever the input size (measured: 67-76 MiB at
 --memory 32MiB, 51-91 MiB for 10M rows at --memory 256MiB), plus one input
@@ -77,6 +85,9 @@ fingerprints compared with what was written (--no-verify skips that).`,
 	f.BoolVar(&o.noVerify, "no-verify", false, "skip reading the written snapshot back")
 	return cmd
 }
+
+// maxStatesFile bounds a --states file (a manifest is bounded alike).
+const maxStatesFile = snapshotfmt.MaxManifestSize
 
 // importReport is the --json document: the import's result plus the
 // process's peak resident memory (0 where the system does not say).
@@ -117,7 +128,9 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 		Progress: newProgress(cmd, g), Tool: toolName(),
 	}
 	if o.statesFile != "" {
-		data, err := os.ReadFile(o.statesFile)
+		// A states table is a few KiB; the bound keeps a wrong path (a
+		// large file, a FIFO, a device) from being read at all.
+		data, err := fsx.ReadRegular(o.statesFile, maxStatesFile)
 		if err != nil {
 			return usagef(fmt.Errorf("--states: %w", err))
 		}
@@ -141,9 +154,17 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "imported %s into %s: %s rows -> %s entries in %d files (%s), %d buckets (%s), width %d, in %s\n",
-		src, res.Snapshot, units.Count(res.Rows), units.Count(res.Entries), res.Files, units.Bytes(res.DataBytes),
+		src, res.Snapshot, units.Count(res.RowsRead), units.Count(res.Entries), res.Files, units.Bytes(res.DataBytes),
 		res.Partitioning.Buckets, res.Partitioning.Mapping, res.Width, units.Duration(res.Elapsed))
-	if res.Duplicates > 0 {
+	fmt.Fprintf(w, "rows: %s declared by %d input files, %s read\n", units.Count(res.RowsDeclared), len(res.Inputs), units.Count(res.RowsRead))
+	if n := len(res.Ignored); n > 0 {
+		fmt.Fprintf(w, "ignored (names starting with _ or .): %s", strings.Join(res.Ignored[:min(n, 5)], ", "))
+		if n > 5 {
+			fmt.Fprintf(w, " and %d more", n-5)
+		}
+		fmt.Fprintln(w)
+	}
+	if o.dedupe != "" {
 		fmt.Fprintf(w, "duplicates: %s rows dropped (--dedupe %s)\n", units.Count(res.Duplicates), o.dedupe)
 	}
 	fmt.Fprintf(w, "states (%s):\n", res.StatesFrom)
@@ -154,7 +175,7 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 		fmt.Fprintf(w, "per-worker state from %s: %s\n", res.WorkerSource, strings.Join(res.WorkerStates, ", "))
 	}
 	if res.Partial {
-		fmt.Fprintln(w, "note: the dataset is a partial export (filtered by state, bucket range or worker)")
+		fmt.Fprintln(w, "note: the dataset is a partial export (filtered by state, bucket range or worker, or a part of an export's directory)")
 	}
 	if res.Sort.Runs > 0 {
 		fmt.Fprintf(w, "sort: %d runs spilled (%s)\n", res.Sort.Runs, units.Bytes(res.Sort.SpillBytes))
