@@ -102,8 +102,19 @@ func renderFlinkLoad(w io.Writer, l flinkWidthLoad) {
 		}
 		rows = append(rows, barRow{label: label, value: float64(s.Bytes), note: note})
 	}
-	if len(rows) > 64 {
-		fmt.Fprintf(w, "  (%d subtasks; see --json for each)\n", len(rows))
+	if len(rows) > 16 {
+		// A bar per subtask does not fit a screen: the spread says as much.
+		lo, hi := l.Subtasks[0], l.Subtasks[0]
+		for _, st := range l.Subtasks {
+			if st.Bytes < lo.Bytes {
+				lo = st
+			}
+			if st.Bytes > hi.Bytes {
+				hi = st
+			}
+		}
+		fmt.Fprintf(w, "  lightest subtask %d (%s entries, %s), heaviest subtask %d (%s entries, %s); --json lists each\n",
+			lo.Subtask, units.Count(lo.Entries), units.Bytes(int64(lo.Bytes)), hi.Subtask, units.Count(hi.Entries), units.Bytes(int64(hi.Bytes)))
 		return
 	}
 	drawBars(w, rows, 24)
@@ -242,9 +253,9 @@ func runFlinkVerify(cmd *cobra.Command, g *globalOptions, args []string) error {
 	if width > 0 {
 		wc := &flinkWidthCheck{Parallelism: width, Restorable: width <= rep.MaxParallelism, Loads: []flinkWidthLoad{}}
 		if !wc.Restorable {
-			rec := recommendFlink(width)
-			wc.Reason = fmt.Sprintf("parallelism %d is above the max parallelism %d: Flink refuses to start (\"The maximum parallelism (%d) of the restored state is lower than the configured parallelism (%d)\"); rewrite it: rebucket rewrite %s --buckets %d --out NEW",
-				width, rep.MaxParallelism, rep.MaxParallelism, width, args[0], rec)
+			rec := recommendFlink(rep.MaxParallelism, width)
+			wc.Reason = fmt.Sprintf("parallelism %d is above the max parallelism %d: Flink refuses to start (\"The maximum parallelism (%d) of the restored state is lower than the configured parallelism (%d)\"); rewrite it: %s",
+				width, rep.MaxParallelism, rep.MaxParallelism, width, flinkRewriteHint(args[0], rec))
 		}
 		for _, op := range rep.Operators {
 			if len(op.KeyGroups) > 0 && wc.Restorable {
@@ -278,12 +289,14 @@ func runFlinkVerify(cmd *cobra.Command, g *globalOptions, args []string) error {
 
 // recommendFlink is the max parallelism to suggest for a parallelism:
 // the one recommendation rule (plan --recommend), within Flink's bound.
-func recommendFlink(p int) int {
-	r, err := plan.Recommend(p, 0, nil)
-	if err != nil || r.Recommended.Buckets > keytype.MaxParallelismUpperBound {
-		return min(keytype.MaxParallelismUpperBound, max(p, 128))
-	}
-	return r.Recommended.Buckets
+func recommendFlink(maxP, p int) int {
+	return min(keytype.MaxParallelismUpperBound, plan.SuggestBuckets(maxP, p))
+}
+
+// flinkRewriteHint is the command that raises a savepoint's max parallelism
+// to m, on the user's own path.
+func flinkRewriteHint(src string, m int) string {
+	return fmt.Sprintf("rebucket rewrite %s --buckets %d --out %s", plan.ShellQuote(src), m, plan.ShellQuote(plan.SuggestTarget(src, m)))
 }
 
 type flinkEqualSummary struct {
@@ -439,10 +452,10 @@ func runFlinkPlan(cmd *cobra.Command, g *globalOptions, args []string) error {
 		doc.Widths = append(doc.Widths, wp)
 	}
 	if peak > rep.MaxParallelism {
-		doc.RecommendedMaxParallelism = recommendFlink(peak)
+		doc.RecommendedMaxParallelism = recommendFlink(rep.MaxParallelism, peak)
 		for i := range doc.Widths {
 			if !doc.Widths[i].Feasible {
-				doc.Widths[i].Advice = fmt.Sprintf("rebucket rewrite %s --buckets %d --out NEW", args[0], doc.RecommendedMaxParallelism)
+				doc.Widths[i].Advice = flinkRewriteHint(args[0], doc.RecommendedMaxParallelism)
 			}
 		}
 	}
