@@ -182,6 +182,8 @@ func decodeField(t *Type, r Row, i, depth int) (any, error) {
 			return nil, err
 		}
 		return decodeRow(t, nr, depth+1)
+	case Null:
+		return nil, nil
 	}
 	return nil, fmt.Errorf("%w: type %s", snapshotfmt.ErrUnsupported, t)
 }

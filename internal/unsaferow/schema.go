@@ -40,12 +40,13 @@ const (
 	Timestamp    // int64 microseconds since the epoch, UTC
 	TimestampNTZ // int64 microseconds, no time zone
 	Struct
+	Null // "void": always null (deduplication's dummy value)
 )
 
 var kindNames = map[string]Kind{
 	"boolean": Boolean, "byte": Byte, "short": Short, "integer": Int, "long": Long,
 	"float": Float, "double": Double, "string": String, "binary": Binary,
-	"date": Date, "timestamp": Timestamp, "timestamp_ntz": TimestampNTZ,
+	"date": Date, "timestamp": Timestamp, "timestamp_ntz": TimestampNTZ, "void": Null,
 }
 
 func (k Kind) String() string {

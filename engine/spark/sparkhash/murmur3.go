@@ -109,7 +109,7 @@ func Supported(t *unsaferow.Type) error {
 	switch t.Kind {
 	case unsaferow.Boolean, unsaferow.Byte, unsaferow.Short, unsaferow.Int, unsaferow.Date,
 		unsaferow.Long, unsaferow.Timestamp, unsaferow.TimestampNTZ, unsaferow.Float,
-		unsaferow.Double, unsaferow.Decimal, unsaferow.String, unsaferow.Binary:
+		unsaferow.Double, unsaferow.Decimal, unsaferow.String, unsaferow.Binary, unsaferow.Null:
 		return nil
 	case unsaferow.Struct:
 		for _, f := range t.Fields {
@@ -125,7 +125,7 @@ func Supported(t *unsaferow.Type) error {
 // HashField chains field i of row r (of type t) into seed; a null field
 // leaves the seed as it is.
 func HashField(t *unsaferow.Type, r unsaferow.Row, i int, seed int32) (int32, error) {
-	if r.IsNull(i) {
+	if r.IsNull(i) || t.Kind == unsaferow.Null {
 		return seed, nil
 	}
 	switch t.Kind {
