@@ -66,6 +66,10 @@ func writeFileCRC(path string, data []byte) error {
 	if err := writeSynced(path, data); err != nil {
 		return err
 	}
+	// A stale side file (of a file removed by hand) is replaced.
+	if err := os.Remove(crcPath(path)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
 	return writeSynced(crcPath(path), HadoopCRC(data))
 }
 

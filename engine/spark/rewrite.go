@@ -290,6 +290,9 @@ func (w *snapWriter) finish() (int64, error) {
 	if err := w.f.Close(); err != nil {
 		return 0, err
 	}
+	if err := os.Remove(crcPath(w.path)); err != nil && !os.IsNotExist(err) {
+		return 0, err
+	}
 	return w.z.Written(), writeSynced(crcPath(w.path), w.crc.side())
 }
 
