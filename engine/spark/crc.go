@@ -61,28 +61,25 @@ func crcPath(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".crc")
 }
 
-// writeFileCRC writes data to path and its Hadoop side file, synced.
+// writeFileCRC writes data to path and its Hadoop side file (made
+// durable by syncTree before publishing).
 func writeFileCRC(path string, data []byte) error {
-	if err := writeSynced(path, data); err != nil {
+	if err := writeNew(path, data); err != nil {
 		return err
 	}
 	// A stale side file (of a file removed by hand) is replaced.
 	if err := os.Remove(crcPath(path)); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	return writeSynced(crcPath(path), HadoopCRC(data))
+	return writeNew(crcPath(path), HadoopCRC(data))
 }
 
-func writeSynced(path string, data []byte) error {
+func writeNew(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
 		f.Close()
 		return err
 	}

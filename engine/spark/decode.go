@@ -3,6 +3,7 @@ package spark
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/rebucket/rebucket/internal/unsaferow"
 )
@@ -24,3 +25,6 @@ func decodeKey(s *Store, k string) (string, error) {
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }
+
+// bytesOf views a string's bytes without copying; callers only read them.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

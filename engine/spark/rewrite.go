@@ -18,6 +18,7 @@ import (
 	"github.com/rebucket/rebucket/engine/spark/sparkhash"
 	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/internal/lz4java"
+	"github.com/rebucket/rebucket/internal/unsaferow"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -198,7 +199,10 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 		return nil, err
 	}
 	res.Verified = true
-	if err := fsx.SyncDir(nil, tmp); err != nil {
+	if err := syncTree(tmp); err != nil {
+		return nil, err
+	}
+	if err := syncDirs(tmp); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(tmp, absDst); err != nil {
@@ -284,16 +288,13 @@ func (w *snapWriter) finish() (int64, error) {
 	if err := w.bw.Flush(); err != nil {
 		return 0, err
 	}
-	if err := w.f.Sync(); err != nil {
-		return 0, err
-	}
 	if err := w.f.Close(); err != nil {
 		return 0, err
 	}
 	if err := os.Remove(crcPath(w.path)); err != nil && !os.IsNotExist(err) {
 		return 0, err
 	}
-	return w.z.Written(), writeSynced(crcPath(w.path), w.crc.side())
+	return w.z.Written(), writeNew(crcPath(w.path), w.crc.side())
 }
 
 // rewriteStore loads every old partition at the committed version and
@@ -327,23 +328,22 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			ls, err := LoadPartition(s.Dir(op.Dir, p), c.StateVersion())
-			if err != nil {
-				return fmt.Errorf("partition %d: %w", p, err)
-			}
 			bufs := make([][]byte, m)
 			var local Fingerprint
-			for k, v := range ls.Rows {
-				kb := []byte(k)
-				old, err := sparkhash.Partition(s.KeySchema, kb, op.KeyCols, c.Partitions)
+			_, size, err := ForEachRow(s.Dir(op.Dir, p), c.StateVersion(), func(k, v []byte) error {
+				r, err := unsaferow.NewRow(k, len(s.KeySchema.Fields))
 				if err != nil {
-					return fmt.Errorf("partition %d: key %x: %w", p, kb, err)
+					return err
 				}
-				if old != p {
-					return fmt.Errorf("%w: partition %d holds key %s, which Spark's rule puts in partition %d: the query does not partition its state as rebucket expects", snapshotfmt.ErrRefused, p, showKey(s, k), old)
+				h, err := sparkhash.HashRow(s.KeySchema, r, op.KeyCols, sparkhash.Seed)
+				if err != nil {
+					return fmt.Errorf("key %x: %w", k, err)
 				}
-				q, _ := sparkhash.Partition(s.KeySchema, kb, op.KeyCols, m)
-				bufs[q] = AppendRecord(bufs[q], kb, []byte(v), false)
+				if old := sparkhash.Pmod(h, c.Partitions); old != p {
+					return fmt.Errorf("%w: partition %d holds key %s, which Spark's rule puts in partition %d: the query does not partition its state as rebucket expects", snapshotfmt.ErrRefused, p, showKey(s, string(k)), old)
+				}
+				q := sparkhash.Pmod(h, m)
+				bufs[q] = AppendRecord(bufs[q], k, v, false)
 				if len(bufs[q]) >= flushAt {
 					if err := ws[q].write(bufs[q]); err != nil {
 						return err
@@ -351,6 +351,10 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 					bufs[q] = bufs[q][:0]
 				}
 				local.add(k, v)
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
 			}
 			for q, b := range bufs {
 				if len(b) > 0 {
@@ -362,7 +366,7 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 			fpMu.Lock()
 			fp.Merge(local)
 			fpMu.Unlock()
-			opts.Progress.Add(ls.Bytes)
+			opts.Progress.Add(size)
 			return nil
 		})
 	}
@@ -379,6 +383,17 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 		written += n
 	}
 	return fp, written, nil
+}
+
+// syncDirs fsyncs every directory under dir (their entries), deepest
+// first does not matter once syncTree has run.
+func syncDirs(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return fsx.SyncDir(nil, p)
+	})
 }
 
 // copyTree copies every file and directory of src into the new dst.
@@ -416,10 +431,6 @@ func copyFile(from, to string) error {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Sync(); err != nil {
 		out.Close()
 		return err
 	}

@@ -2,7 +2,6 @@ package spark
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -51,10 +50,12 @@ type Fingerprint struct {
 	Bytes  uint64 `json:"bytes"`
 }
 
-func (f *Fingerprint) add(key, value string) {
-	var lb [4]byte
-	binary.BigEndian.PutUint32(lb[:], uint32(len(key)))
-	h := xxh3.HashString128(string(lb[:]) + key + value)
+func (f *Fingerprint) add(key, value []byte) {
+	// The 128-bit hash of the key seeded by its length, chained into the
+	// value's: a digest of the (key, value) pair without building it.
+	hk := xxh3.Hash128Seed(key, uint64(len(key)))
+	hv := xxh3.Hash128Seed(value, hk.Lo^hk.Hi)
+	h := xxh3.Uint128{Lo: hv.Lo ^ hk.Hi*0x9E3779B97F4A7C15, Hi: hv.Hi ^ hk.Lo}
 	f.Rows++
 	f.Lo += h.Lo
 	f.Hi += h.Hi
@@ -231,7 +232,28 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 						return err
 					}
 					dir := s.Dir(op.Dir, p)
-					ls, err := LoadPartition(dir, version)
+					var local Fingerprint
+					bad := 0
+					files, size, err := ForEachRow(dir, version, func(k, v []byte) error {
+						local.add(k, v)
+						if !opts.CheckKeys || op.KeyCols == nil {
+							return nil
+						}
+						q, err := sparkhash.Partition(s.KeySchema, k, op.KeyCols, c.Partitions)
+						if err != nil {
+							fnd.add(Finding{op.ID, s.Name, p, fmt.Sprintf("key %x: %v", k, err)})
+						} else if q != p {
+							if bad < 3 {
+								fnd.add(Finding{op.ID, s.Name, p, fmt.Sprintf("key %s belongs in partition %d (pmod(murmur3, %d))", showKey(s, string(k)), q, c.Partitions)})
+							} else {
+								fnd.mu.Lock()
+								fnd.total++
+								fnd.mu.Unlock()
+							}
+							bad++
+						}
+						return nil
+					})
 					if errors.Is(err, fs.ErrNotExist) {
 						sr.Partitions[p].Missing = true
 						fnd.add(Finding{op.ID, s.Name, p, "partition directory " + dir + " is missing"})
@@ -240,29 +262,9 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 					if err != nil {
 						return fmt.Errorf("operator %d store %s partition %d: %w", op.ID, s.Name, p, err)
 					}
-					opts.Progress.Add(ls.Bytes)
-					var local Fingerprint
-					bad := 0
-					for k, v := range ls.Rows {
-						local.add(k, v)
-						if opts.CheckKeys && op.KeyCols != nil {
-							q, err := sparkhash.Partition(s.KeySchema, []byte(k), op.KeyCols, c.Partitions)
-							if err != nil {
-								fnd.add(Finding{op.ID, s.Name, p, fmt.Sprintf("key %x: %v", k, err)})
-							} else if q != p {
-								if bad < 3 {
-									fnd.add(Finding{op.ID, s.Name, p, fmt.Sprintf("key %s belongs in partition %d (pmod(murmur3, %d))", showKey(s, k), q, c.Partitions)})
-								} else {
-									fnd.mu.Lock()
-									fnd.total++
-									fnd.mu.Unlock()
-								}
-								bad++
-							}
-						}
-					}
+					opts.Progress.Add(size)
 					mu.Lock()
-					sr.Partitions[p] = PartitionLoad{Rows: local.Rows, Bytes: local.Bytes, FileBytes: ls.Bytes, Files: ls.Files}
+					sr.Partitions[p] = PartitionLoad{Rows: local.Rows, Bytes: local.Bytes, FileBytes: size, Files: files}
 					fp.Merge(local)
 					mu.Unlock()
 					return nil

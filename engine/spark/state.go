@@ -230,3 +230,37 @@ func LoadPartition(dir string, v int64) (*LoadedState, error) {
 	}
 	return ls, nil
 }
+
+// ForEachRow calls fn for every row of the state of a store partition
+// directory at version v. A version made of one snapshot is streamed (a
+// snapshot holds each key once); otherwise the snapshot and deltas are
+// applied in memory first, as Spark does. fn's slices are valid only
+// during the call. It returns the files and compressed bytes read.
+func ForEachRow(dir string, v int64, fn func(key, value []byte) error) (files int, size int64, err error) {
+	pf, err := ListPartition(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	snap, deltas, err := pf.Plan(v)
+	if err != nil {
+		return 0, 0, err
+	}
+	if snap != "" && len(deltas) == 0 {
+		st, err := os.Stat(snap)
+		if err != nil {
+			return 0, 0, err
+		}
+		_, err = ReadStateFile(snap, func(k, val []byte, _ bool) error { return fn(k, val) })
+		return 1, st.Size(), err
+	}
+	ls, err := LoadPartition(dir, v)
+	if err != nil {
+		return 0, 0, err
+	}
+	for k, val := range ls.Rows {
+		if err := fn(bytesOf(k), bytesOf(val)); err != nil {
+			return 0, 0, err
+		}
+	}
+	return ls.Files, ls.Bytes, nil
+}
