@@ -158,6 +158,11 @@ type Store struct {
 	ValueSchema      *unsaferow.Type
 	KeySchemaJSON    string
 	ValueSchemaJSON  string
+	// KeyCols are the key columns Spark partitions this store's rows by
+	// (set for operators rebucket supports).
+	KeyCols []int
+	// KeySchemaErr, ValueSchemaErr say why a schema could not be parsed.
+	KeySchemaErr, ValueSchemaErr string
 }
 
 // Dir is the store's directory of partition p under the operator dir.
@@ -179,6 +184,8 @@ const (
 	OpFlatMapGroups       = "flatMapGroupsWithState"
 	OpTransformWithState  = "transformWithStateExec"
 	OpTransformWithStateP = "transformWithStateInPySparkExec"
+	// OpApplyInPandasWithState is FlatMapGroupsInPandasWithStateExec.
+	OpApplyInPandasWithState = "applyInPandasWithState"
 )
 
 // Operator is one stateful operator (state/<ID>).
@@ -189,9 +196,8 @@ type Operator struct {
 	Stores []*Store
 	// MetadataVersion is 1 (_metadata/metadata) or 2 (_metadata/v2/<batch>).
 	MetadataVersion int
-	// KeyCols are the state key columns Spark partitions by, nil when the
-	// operator is not supported for rewriting (Unsupported says why).
-	KeyCols     []int
+	// Unsupported says why rebucket cannot rewrite the operator ("" when
+	// it can: then every store has KeyCols).
 	Unsupported string
 }
 
@@ -417,23 +423,71 @@ func (c *Checkpoint) readOperator(id int, dir string) (*Operator, error) {
 			return nil, fmt.Errorf("store %q: %w", s.Name, err)
 		}
 	}
+	for _, s := range op.Stores {
+		if s.KeySchema == nil {
+			op.Unsupported = fmt.Sprintf("store %q with key schema %s (%s)", s.Name, s.KeySchemaJSON, s.KeySchemaErr)
+			return op, nil
+		}
+	}
 	op.classify()
 	return op, nil
 }
 
-// classify sets the partition key columns of the operators rebucket can
-// rewrite: aggregation and deduplication partition by the whole state key.
+// classify sets the partition key columns of every store of the
+// operators rebucket can rewrite, from what each operator's state key
+// holds (Spark's StatePartitionKeyExtractorFactory says the same):
+//   - aggregation, dropDuplicates (with or without watermark),
+//     flatMapGroupsWithState / applyInPandasWithState: the whole key;
+//   - session window: the first numColsPrefixKey columns (the grouping
+//     key, without sessionStartTime);
+//   - stream-stream join: keyToNumValues the whole key (the join key),
+//     keyWithIndexToValue the key without its trailing "index".
 func (op *Operator) classify() {
+	all := func(s *Store) []int {
+		cols := make([]int, len(s.KeySchema.Fields))
+		for i := range cols {
+			cols[i] = i
+		}
+		return cols
+	}
+	single := len(op.Stores) == 1 && op.Stores[0].Name == "default"
 	switch op.Name {
-	case OpAggregation, OpDedupe, OpDedupeWithinWM:
-		if len(op.Stores) != 1 || op.Stores[0].Name != "default" || op.Stores[0].NumColsPrefixKey != 0 {
+	case OpAggregation, OpDedupe, OpDedupeWithinWM, OpFlatMapGroups, OpApplyInPandasWithState:
+		if !single || op.Stores[0].NumColsPrefixKey != 0 {
 			op.Unsupported = fmt.Sprintf("operator %q with stores %v", op.Name, op.storeNames())
 			return
 		}
-		n := len(op.Stores[0].KeySchema.Fields)
-		op.KeyCols = make([]int, n)
-		for i := range op.KeyCols {
-			op.KeyCols[i] = i
+		op.Stores[0].KeyCols = all(op.Stores[0])
+	case OpSessionWindow:
+		s := op.Stores[0]
+		if !single || s.NumColsPrefixKey < 1 || s.NumColsPrefixKey >= len(s.KeySchema.Fields) {
+			op.Unsupported = fmt.Sprintf("session window with stores %v", op.storeNames())
+			return
+		}
+		s.KeyCols = all(s)[:s.NumColsPrefixKey]
+	case OpJoin:
+		want := map[string]bool{"left-keyToNumValues": true, "left-keyWithIndexToValue": true, "right-keyToNumValues": true, "right-keyWithIndexToValue": true}
+		for _, s := range op.Stores {
+			if !want[s.Name] || s.NumColsPrefixKey != 0 {
+				op.Unsupported = fmt.Sprintf("stream-stream join with stores %v", op.storeNames())
+				return
+			}
+			delete(want, s.Name)
+		}
+		if len(want) != 0 {
+			op.Unsupported = fmt.Sprintf("stream-stream join with stores %v", op.storeNames())
+			return
+		}
+		for _, s := range op.Stores {
+			s.KeyCols = all(s)
+			if strings.HasSuffix(s.Name, "-keyWithIndexToValue") {
+				f := s.KeySchema.Fields
+				if len(f) < 2 || f[len(f)-1].Name != "index" {
+					op.Unsupported = fmt.Sprintf("stream-stream join store %s with key %s (no trailing index)", s.Name, s.KeySchema)
+					return
+				}
+				s.KeyCols = s.KeyCols[:len(f)-1]
+			}
 		}
 	default:
 		op.Unsupported = fmt.Sprintf("operator %q", op.Name)
@@ -475,11 +529,19 @@ func readSchema(s *Store, storeDir string) error {
 	if r.err != nil {
 		return fmt.Errorf("%w: state schema %s: %v", snapshotfmt.ErrCorrupt, p, r.err)
 	}
+	// A type rebucket cannot decode leaves the schema nil: rows are still
+	// copied byte for byte, but a key must be decodable to be rehashed.
 	if s.KeySchema, err = unsaferow.ParseSchema([]byte(s.KeySchemaJSON)); err != nil {
-		return fmt.Errorf("key schema: %w", err)
+		if !errors.Is(err, snapshotfmt.ErrUnsupported) {
+			return fmt.Errorf("key schema: %w", err)
+		}
+		s.KeySchemaErr = err.Error()
 	}
 	if s.ValueSchema, err = unsaferow.ParseSchema([]byte(s.ValueSchemaJSON)); err != nil {
-		return fmt.Errorf("value schema: %w", err)
+		if !errors.Is(err, snapshotfmt.ErrUnsupported) {
+			return fmt.Errorf("value schema: %w", err)
+		}
+		s.ValueSchemaErr = err.Error()
 	}
 	return nil
 }

@@ -53,9 +53,9 @@ func TestNegative(t *testing.T) {
 		}, snapshotfmt.ErrCorrupt, "2.delta"},
 		{"unsupported operator", func(t *testing.T, d string) {
 			editFile(t, filepath.Join(d, "state", "0", "_metadata", "metadata"), func(s string) string {
-				return strings.Replace(s, "stateStoreSave", "flatMapGroupsWithState", 1)
+				return strings.Replace(s, "stateStoreSave", "transformWithStateExec", 1)
 			})
-		}, snapshotfmt.ErrUnsupported, "flatMapGroupsWithState"},
+		}, snapshotfmt.ErrUnsupported, "transformWithStateExec"},
 		{"rocksdb", func(t *testing.T, d string) {
 			editFile(t, filepath.Join(d, "offsets", "2"), func(s string) string {
 				return strings.Replace(s, "HDFSBackedStateStoreProvider", "RocksDBStateStoreProvider", 1)

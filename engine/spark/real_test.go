@@ -10,7 +10,16 @@ import (
 // realCheckpoints are checkpoints written by pyspark 4.3.0 (local[2],
 // 2 partitions, 3 batches of 40 rows over 50 keys, minDeltasForSnapshot=2)
 // by testdata/make_checkpoints.py: they hold .delta and .snapshot files.
-var realCheckpoints = []string{"agg_str", "agg_str_int", "agg_long", "dedup"}
+// make_checkpoints2.py adds a stream-stream join (4 stores), a session
+// window (key prefix), dropDuplicatesWithinWatermark and a query with two
+// stateful operators (dropDuplicates then an aggregation).
+var realCheckpoints = []string{"agg_str", "agg_str_int", "agg_long", "dedup", "join", "session", "dedup_wm", "two_ops"}
+
+// realShape is the last committed batch and operator count of each.
+var realShape = map[string][2]int{
+	"agg_str": {2, 1}, "agg_str_int": {2, 1}, "agg_long": {2, 1}, "dedup": {2, 1},
+	"join": {2, 1}, "session": {5, 1}, "dedup_wm": {5, 1}, "two_ops": {2, 2},
+}
 
 func realDir(t *testing.T, name string) string {
 	d := filepath.Join("testdata", "real", name)
@@ -30,16 +39,24 @@ func TestRealVerify(t *testing.T) {
 			if rep.FindingsTotal != 0 {
 				t.Fatalf("findings: %v", rep.Findings)
 			}
-			if rep.Partitions != 2 || rep.LastCommitted != 2 || len(rep.Operators) != 1 {
+			if sh := realShape[name]; rep.Partitions != 2 || rep.LastCommitted != int64(sh[0]) || len(rep.Operators) != sh[1] {
 				t.Fatalf("report %+v", rep)
 			}
 			if rep.Rows == 0 {
 				t.Fatal("no rows")
 			}
-			for _, sr := range rep.Operators[0].Stores {
-				for p, pl := range sr.Partitions {
-					if pl.Rows == 0 {
-						t.Errorf("partition %d empty", p)
+			for _, or := range rep.Operators {
+				if or.Unsupported != "" {
+					t.Errorf("operator %d: %s", or.ID, or.Unsupported)
+				}
+				for _, sr := range or.Stores {
+					if len(sr.PartitionBy) == 0 {
+						t.Errorf("store %s: no partition key", sr.Name)
+					}
+					for p, pl := range sr.Partitions {
+						if pl.Rows == 0 {
+							t.Errorf("store %s partition %d empty", sr.Name, p)
+						}
 					}
 				}
 			}
@@ -57,7 +74,8 @@ func TestRealRewrite(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s to %d: %v", name, m, err)
 			}
-			if !res.Verified || res.NewBatch != 3 || res.StateVersion != 4 {
+			c := int64(realShape[name][0])
+			if !res.Verified || res.NewBatch != c+1 || res.StateVersion != c+2 {
 				t.Fatalf("result %+v", res)
 			}
 			eq, err := Equal(context.Background(), src, dst, ScanOptions{})
@@ -68,9 +86,17 @@ func TestRealRewrite(t *testing.T) {
 			if err != nil || rep.FindingsTotal != 0 || rep.Partitions != m {
 				t.Fatalf("%s to %d: verify %+v %v", name, m, rep, err)
 			}
-			for q := range m {
-				if _, err := os.Stat(filepath.Join(dst, "state", "0", itoa(q), "4.snapshot")); err != nil {
-					t.Fatalf("partition %d: %v", q, err)
+			nc, err := Open(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, op := range nc.Operators {
+				for _, s := range op.Stores {
+					for q := range m {
+						if _, err := os.Stat(filepath.Join(s.Dir(op.Dir, q), itoa(int(c+2))+".snapshot")); err != nil {
+							t.Fatalf("%s: partition %d: %v", name, q, err)
+						}
+					}
 				}
 			}
 		}

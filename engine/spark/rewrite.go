@@ -110,7 +110,7 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	}
 	for _, op := range c.Operators {
 		if op.Unsupported != "" {
-			return nil, fmt.Errorf("%w: state/%d: rebucket cannot rewrite %s yet (it rewrites streaming aggregations and dropDuplicates)", snapshotfmt.ErrUnsupported, op.ID, op.Unsupported)
+			return nil, fmt.Errorf("%w: state/%d: rebucket cannot rewrite %s yet (it rewrites streaming aggregations, dropDuplicates, session windows, flatMapGroupsWithState and stream-stream joins)", snapshotfmt.ErrUnsupported, op.ID, op.Unsupported)
 		}
 		for _, s := range op.Stores {
 			if err := sparkhash.Supported(s.KeySchema); err != nil {
@@ -335,7 +335,7 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 				if err != nil {
 					return err
 				}
-				h, err := sparkhash.HashRow(s.KeySchema, r, op.KeyCols, sparkhash.Seed)
+				h, err := sparkhash.HashRow(s.KeySchema, r, s.KeyCols, sparkhash.Seed)
 				if err != nil {
 					return fmt.Errorf("key %x: %w", k, err)
 				}

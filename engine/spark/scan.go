@@ -132,7 +132,6 @@ type OperatorReport struct {
 	ID          int           `json:"id"`
 	Name        string        `json:"name"`
 	Unsupported string        `json:"unsupported,omitempty"`
-	PartitionBy []string      `json:"partition_key,omitempty"`
 	Stores      []StoreReport `json:"stores"`
 }
 
@@ -141,6 +140,7 @@ type StoreReport struct {
 	Name        string          `json:"name"`
 	KeySchema   string          `json:"key_schema"`
 	ValueSchema string          `json:"value_schema"`
+	PartitionBy []string        `json:"partition_key,omitempty"`
 	Rows        uint64          `json:"rows"`
 	Bytes       uint64          `json:"bytes"`
 	Partitions  []PartitionLoad `json:"partitions"`
@@ -211,12 +211,16 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 		or := OperatorReport{ID: op.ID, Name: op.Name, Unsupported: op.Unsupported}
 		for _, s := range op.Stores {
 			sr := StoreReport{Name: s.Name, Partitions: make([]PartitionLoad, c.Partitions)}
+			if s.ValueSchema != nil {
+				sr.ValueSchema = s.ValueSchema.String()
+			} else {
+				sr.ValueSchema = s.ValueSchemaJSON
+			}
 			if s.KeySchema != nil {
-				sr.KeySchema, sr.ValueSchema = s.KeySchema.String(), s.ValueSchema.String()
-				for _, i := range op.KeyCols {
-					if len(or.PartitionBy) < len(op.KeyCols) {
-						or.PartitionBy = append(or.PartitionBy, s.KeySchema.Fields[i].Name)
-					}
+				sr.KeySchema = s.KeySchema.String()
+				sr.PartitionBy = nil
+				for _, i := range s.KeyCols {
+					sr.PartitionBy = append(sr.PartitionBy, s.KeySchema.Fields[i].Name)
 				}
 			}
 			if op.Unsupported != "" && opts.CheckKeys {
@@ -236,10 +240,10 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 					bad := 0
 					files, size, err := ForEachRow(dir, version, func(k, v []byte) error {
 						local.add(k, v)
-						if !opts.CheckKeys || op.KeyCols == nil {
+						if !opts.CheckKeys || s.KeyCols == nil {
 							return nil
 						}
-						q, err := sparkhash.Partition(s.KeySchema, k, op.KeyCols, c.Partitions)
+						q, err := sparkhash.Partition(s.KeySchema, k, s.KeyCols, c.Partitions)
 						if err != nil {
 							fnd.add(Finding{op.ID, s.Name, p, fmt.Sprintf("key %x: %v", k, err)})
 						} else if q != p {
