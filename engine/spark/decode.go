@@ -28,3 +28,5 @@ func itoa(i int) string { return fmt.Sprint(i) }
 
 // bytesOf views a string's bytes without copying; callers only read them.
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+func fmtAny(v any) string { return fmt.Sprint(v) }
