@@ -119,10 +119,12 @@ func TestVerifyFindings(t *testing.T) {
 	}
 	p1 := filepath.Join(src, "state", "0", "1")
 	var rec []byte
-	for k, v := range ls.Rows {
-		rec = AppendRecord(rec, []byte(k), []byte(v), false)
-		break
-	}
+	ls.Each(func(k, v []byte) error {
+		if rec == nil {
+			rec = AppendRecord(rec, k, v, false)
+		}
+		return nil
+	})
 	rec = append(rec, EndRecord...)
 	var buf bytes.Buffer
 	z := lz4java.NewWriter(&buf, 0)

@@ -187,10 +187,17 @@ func (pf *PartitionFiles) Plan(v int64) (snapshot string, deltas []string, err e
 
 // LoadedState is one store partition at one version.
 type LoadedState struct {
-	Rows  map[string]string // key bytes -> value bytes
+	rows  *table
 	Files int
 	Bytes int64 // compressed bytes read
 }
+
+// Len is the number of rows.
+func (ls *LoadedState) Len() int { return ls.rows.len() }
+
+// Each calls fn for every row, in no particular order; the slices stay
+// valid as long as ls.
+func (ls *LoadedState) Each(fn func(key, value []byte) error) error { return ls.rows.each(fn) }
 
 // LoadPartition loads the state of a store partition directory at
 // version v into memory, as Spark's HDFS-backed provider does.
@@ -198,7 +205,7 @@ func LoadPartition(dir string, v int64) (*LoadedState, error) {
 	pf, err := ListPartition(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && v == 0 {
-			return &LoadedState{Rows: map[string]string{}}, nil
+			return &LoadedState{rows: newTable()}, nil
 		}
 		return nil, err
 	}
@@ -206,7 +213,7 @@ func LoadPartition(dir string, v int64) (*LoadedState, error) {
 	if err != nil {
 		return nil, err
 	}
-	ls := &LoadedState{Rows: map[string]string{}}
+	ls := &LoadedState{rows: newTable()}
 	files := deltas
 	if snap != "" {
 		files = append([]string{snap}, deltas...)
@@ -217,9 +224,9 @@ func LoadPartition(dir string, v int64) (*LoadedState, error) {
 		}
 		_, err := ReadStateFile(f, func(k, val []byte, deleted bool) error {
 			if deleted {
-				delete(ls.Rows, string(k))
+				ls.rows.del(k)
 			} else {
-				ls.Rows[string(k)] = string(val)
+				ls.rows.put(k, val)
 			}
 			return nil
 		})
@@ -257,10 +264,8 @@ func ForEachRow(dir string, v int64, fn func(key, value []byte) error) (files in
 	if err != nil {
 		return 0, 0, err
 	}
-	for k, val := range ls.Rows {
-		if err := fn(bytesOf(k), bytesOf(val)); err != nil {
-			return 0, 0, err
-		}
+	if err := ls.Each(fn); err != nil {
+		return 0, 0, err
 	}
 	return ls.Files, ls.Bytes, nil
 }
