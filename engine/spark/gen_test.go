@@ -58,12 +58,24 @@ func TestGenerateVerifyRewrite(t *testing.T) {
 			t.Fatalf("verify: %+v %v", rep, err)
 		}
 		dst := filepath.Join(t.TempDir(), "out")
-		if _, err := Rewrite(context.Background(), dir, dst, RewriteOptions{Partitions: 8}); err != nil {
+		// A budget below one partition: partitions load one at a time.
+		if _, err := Rewrite(context.Background(), dir, dst, RewriteOptions{Partitions: 8, Memory: 1}); err != nil {
 			t.Fatal(err)
 		}
 		eq, err := Equal(context.Background(), dir, dst, ScanOptions{})
 		if err != nil || !eq.Equal {
 			t.Fatalf("%+v %v", eq, err)
 		}
+	}
+}
+
+func TestLoadEstimate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ck")
+	if err := Generate(dir, GenerateOptions{Keys: 1000, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// 1000 records of 4+24+4+16 bytes and the end mark, twice.
+	if got, want := loadEstimate(filepath.Join(dir, "state", "0", "0"), 1), int64(2*(1000*48+4)); got != want {
+		t.Fatalf("estimate %d, want %d", got, want)
 	}
 }

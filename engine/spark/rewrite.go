@@ -32,8 +32,9 @@ type RewriteOptions struct {
 	// last commit), the new batch starts after them, and the state is the
 	// committed one, so their input is not reprocessed.
 	SkipUncommitted bool
-	// Memory is advisory: the HDFS-backed store keeps a partition in
-	// memory (so did Spark); Parallelism partitions are loaded at once.
+	// Memory bounds the state partitions loaded at once, by their
+	// estimated size (default plan.DefaultMemory()). A partition is loaded
+	// whole, as Spark holds it; one larger than Memory is loaded alone.
 	Memory int64
 	// TmpDir is unused: the new checkpoint is written beside the target.
 	TmpDir string
@@ -168,10 +169,11 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	total := c.stateBytes(c.StateVersion())
 	opts.Progress.Start(total, "rewriting Spark state")
 	srcFP := map[string]*Fingerprint{}
+	gate := newMemGate(opts.Memory)
 	for _, op := range c.Operators {
 		ro := RewriteOperator{ID: op.ID, Name: op.Name}
 		for _, s := range op.Stores {
-			fp, n, err := rewriteStore(ctx, c, op, s, tmp, m, res.StateVersion, opts)
+			fp, n, err := rewriteStore(ctx, c, op, s, tmp, m, res.StateVersion, gate, opts)
 			if err != nil {
 				opts.Progress.Finish()
 				return nil, fmt.Errorf("state/%d store %s: %w", op.ID, s.Name, err)
@@ -226,7 +228,7 @@ func selfVerify(ctx context.Context, dir string, m int, res *RewriteResult, srcF
 	if nc.Partitions != m || nc.LastCommitted != res.NewBatch || len(nc.Uncommitted()) > 0 {
 		return fmt.Errorf("%w: self-check: new checkpoint says %d partitions at batch %d", snapshotfmt.ErrCorrupt, nc.Partitions, nc.LastCommitted)
 	}
-	rep, err := nc.Scan(ctx, ScanOptions{Parallelism: opts.Parallelism, CheckKeys: true})
+	rep, err := nc.Scan(ctx, ScanOptions{Parallelism: opts.Parallelism, Memory: opts.Memory, CheckKeys: true})
 	if err != nil {
 		return fmt.Errorf("self-check: %w", err)
 	}
@@ -299,7 +301,7 @@ func (w *snapWriter) finish() (int64, error) {
 
 // rewriteStore loads every old partition at the committed version and
 // groups its rows into the M new snapshots.
-func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tmp string, m int, version int64, opts RewriteOptions) (*Fingerprint, int64, error) {
+func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tmp string, m int, version int64, gate *memGate, opts RewriteOptions) (*Fingerprint, int64, error) {
 	rel, err := filepath.Rel(c.Dir, op.Dir)
 	if err != nil {
 		return nil, 0, err
@@ -328,6 +330,11 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 			if err := gctx.Err(); err != nil {
 				return err
 			}
+			held, err := gate.acquire(gctx, loadEstimate(s.Dir(op.Dir, p), c.StateVersion()))
+			if err != nil {
+				return err
+			}
+			defer gate.release(held)
 			bufs := make([][]byte, m)
 			var local Fingerprint
 			_, size, err := ForEachRow(s.Dir(op.Dir, p), c.StateVersion(), func(k, v []byte) error {

@@ -37,6 +37,8 @@ type ScanOptions struct {
 	// Parallelism is the number of partitions loaded at once (default
 	// GOMAXPROCS); each loaded partition is held in memory, as in Spark.
 	Parallelism int
+	// Memory bounds the partitions loaded at once (see RewriteOptions).
+	Memory int64
 	// CheckKeys rehashes every key and checks its partition (Verify).
 	CheckKeys bool
 	Progress  Progress
@@ -204,6 +206,7 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 		}
 	}
 	var fnd findings
+	gate := newMemGate(opts.Memory)
 	total := c.stateBytes(version)
 	opts.Progress.Start(total, "reading Spark state")
 	defer opts.Progress.Finish()
@@ -236,6 +239,11 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 						return err
 					}
 					dir := s.Dir(op.Dir, p)
+					held, err := gate.acquire(gctx, loadEstimate(dir, version))
+					if err != nil {
+						return err
+					}
+					defer gate.release(held)
 					var local Fingerprint
 					bad := 0
 					files, size, err := ForEachRow(dir, version, func(k, v []byte) error {

@@ -40,10 +40,19 @@ func (t *table) add(k, v []byte) uint64 {
 	return uint64(ci)<<32 | uint64(off)
 }
 
+// deadBit marks a superseded or deleted record in its key length.
+const deadBit = 1 << 31
+
+// kill marks the record of ref dead, so each skips it.
+func (t *table) kill(ref uint64) {
+	c := t.chunks[ref>>32][uint32(ref):]
+	binary.LittleEndian.PutUint32(c, binary.LittleEndian.Uint32(c)|deadBit)
+}
+
 // at returns the record of a ref.
 func (t *table) at(ref uint64) (k, v []byte) {
 	c := t.chunks[ref>>32][uint32(ref):]
-	kl := binary.LittleEndian.Uint32(c)
+	kl := binary.LittleEndian.Uint32(c) &^ deadBit
 	k = c[4 : 4+kl]
 	c = c[4+kl:]
 	vl := binary.LittleEndian.Uint32(c)
@@ -54,16 +63,21 @@ func (t *table) put(k, v []byte) {
 	h := xxh3.Hash(k)
 	if ref, ok := t.idx[h]; ok {
 		if ok, _ := t.keyIs(ref, k); ok {
+			t.kill(ref)
 			t.idx[h] = t.add(k, v)
 			return
 		}
 		if t.over == nil {
 			t.over = map[string]uint64{}
 		}
+		if old, ok := t.over[string(k)]; ok {
+			t.kill(old)
+		}
 		t.over[string(k)] = t.add(k, v)
 		return
 	}
-	if _, ok := t.over[string(k)]; ok {
+	if old, ok := t.over[string(k)]; ok {
+		t.kill(old)
 		t.over[string(k)] = t.add(k, v)
 		return
 	}
@@ -74,11 +88,15 @@ func (t *table) del(k []byte) {
 	h := xxh3.Hash(k)
 	if ref, ok := t.idx[h]; ok {
 		if ok, _ := t.keyIs(ref, k); ok {
+			t.kill(ref)
 			delete(t.idx, h)
 			return
 		}
 	}
-	delete(t.over, string(k))
+	if old, ok := t.over[string(k)]; ok {
+		t.kill(old)
+		delete(t.over, string(k))
+	}
 }
 
 func (t *table) keyIs(ref uint64, k []byte) (bool, []byte) {
@@ -88,19 +106,23 @@ func (t *table) keyIs(ref uint64, k []byte) (bool, []byte) {
 
 func (t *table) len() int { return len(t.idx) + len(t.over) }
 
-// each calls fn for every live row; the slices stay valid while the
-// table lives.
+// each calls fn for every live row, in arena order (sequential memory,
+// dead records skipped); the slices stay valid while the table lives.
 func (t *table) each(fn func(k, v []byte) error) error {
-	for _, ref := range t.idx {
-		k, v := t.at(ref)
-		if err := fn(k, v); err != nil {
-			return err
-		}
-	}
-	for _, ref := range t.over {
-		k, v := t.at(ref)
-		if err := fn(k, v); err != nil {
-			return err
+	for _, c := range t.chunks {
+		for len(c) > 0 {
+			kl := binary.LittleEndian.Uint32(c)
+			k := c[4 : 4+kl&^deadBit]
+			c = c[4+kl&^deadBit:]
+			vl := binary.LittleEndian.Uint32(c)
+			v := c[4 : 4+vl]
+			c = c[4+vl:]
+			if kl&deadBit != 0 {
+				continue
+			}
+			if err := fn(k, v); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
