@@ -74,6 +74,9 @@ func TestNegative(t *testing.T) {
 		{"no operator metadata", func(t *testing.T, d string) {
 			os.RemoveAll(filepath.Join(d, "state", "0", "_metadata"))
 		}, snapshotfmt.ErrUnsupported, "no operator metadata"},
+		{"spark file checksums", func(t *testing.T, d string) {
+			os.WriteFile(filepath.Join(d, "state", "0", "0", "1.delta.crc"), []byte(`{"checksum":1}`), 0o644)
+		}, snapshotfmt.ErrUnsupported, "checkpoint file checksums"},
 		{"not a checkpoint", func(t *testing.T, d string) { os.RemoveAll(filepath.Join(d, "commits")) }, snapshotfmt.ErrNotFound, "not a Spark checkpoint"},
 	}
 	for _, tc := range cases {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -422,6 +423,11 @@ func copyTree(ctx context.Context, src, dst string) error {
 		}
 		if !d.Type().IsRegular() {
 			return fmt.Errorf("%w: %s is not a regular file", snapshotfmt.ErrUnsupported, path)
+		}
+		// Spark's own checkpoint file checksums (<file>.crc, JSON; Hadoop's
+		// side files start with a dot) would be missing for the new files.
+		if n := d.Name(); strings.HasSuffix(n, ".crc") && !strings.HasPrefix(n, ".") {
+			return fmt.Errorf("%w: %s is one of Spark's checkpoint file checksums (spark.sql.streaming.checkpoint.fileChecksum.enabled), which rebucket does not write yet", snapshotfmt.ErrUnsupported, path)
 		}
 		return copyFile(path, target)
 	})
