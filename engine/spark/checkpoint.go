@@ -194,8 +194,12 @@ type Operator struct {
 	Name   string // operatorName from the operator metadata
 	Dir    string
 	Stores []*Store
-	// MetadataVersion is 1 (_metadata/metadata) or 2 (_metadata/v2/<batch>).
+	// MetadataVersion is 1 (_metadata/metadata) or 2 (_metadata/v2/<batch>),
+	// 0 when there is none (Spark before 3.5).
 	MetadataVersion int
+	// Inferred says the operator had no metadata: Name is the kind its
+	// layout shows (an aggregation stands for every whole-key operator).
+	Inferred bool
 	// Unsupported says why rebucket cannot rewrite the operator ("" when
 	// it can: then every store has KeyCols).
 	Unsupported string
@@ -392,7 +396,7 @@ func (c *Checkpoint) readOperator(id int, dir string) (*Operator, error) {
 			}
 		}
 		if err2 != nil || pick < 0 {
-			return nil, fmt.Errorf("%w: no operator metadata (_metadata/metadata or _metadata/v2/<batch>): written by Spark before 3.5? Rerun the query once with Spark 3.5 or newer", snapshotfmt.ErrUnsupported)
+			return c.inferOperator(op)
 		}
 		if raw, err = os.ReadFile(filepath.Join(dir, "_metadata", "v2", strconv.FormatInt(pick, 10))); err != nil {
 			return nil, err
@@ -430,6 +434,60 @@ func (c *Checkpoint) readOperator(id int, dir string) (*Operator, error) {
 		}
 	}
 	op.classify()
+	return op, nil
+}
+
+// inferOperator reads an operator without operator metadata (Spark
+// before 3.5 wrote none): the stores are the subdirectories of partition
+// 0 (a stream-stream join's four) or "default"; the kind follows from
+// them and the key schema. Only what the layout proves is accepted: a
+// join by its store names, a session window by a trailing
+// sessionStartTime timestamp, and otherwise one default store whose
+// whole key is the partition key (aggregation, dropDuplicates,
+// flatMapGroupsWithState); Operator.Inferred says so.
+func (c *Checkpoint) inferOperator(op *Operator) (*Operator, error) {
+	op.Inferred = true
+	ents, err := os.ReadDir(filepath.Join(op.Dir, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: no operator metadata and no partition 0 (%v)", snapshotfmt.ErrCorrupt, err)
+	}
+	for _, e := range ents {
+		if e.IsDir() && e.Name() != "_metadata" {
+			op.Stores = append(op.Stores, &Store{Name: e.Name()})
+		}
+	}
+	if len(op.Stores) == 0 {
+		op.Stores = []*Store{{Name: "default"}}
+	}
+	for _, s := range op.Stores {
+		if err := readSchema(s, s.Dir(op.Dir, 0)); err != nil {
+			return nil, fmt.Errorf("store %q (no operator metadata): %w", s.Name, err)
+		}
+		if s.KeySchema == nil {
+			op.Unsupported = fmt.Sprintf("store %q with key schema %s (%s)", s.Name, s.KeySchemaJSON, s.KeySchemaErr)
+			return op, nil
+		}
+	}
+	switch {
+	case len(op.Stores) == 4:
+		op.Name = OpJoin
+	case len(op.Stores) == 1 && op.Stores[0].Name == "default":
+		s := op.Stores[0]
+		f := s.KeySchema.Fields
+		if n := len(f); n >= 2 && f[n-1].Name == "sessionStartTime" && f[n-1].Type.Kind == unsaferow.Timestamp {
+			op.Name = OpSessionWindow
+			s.NumColsPrefixKey = n - 1
+		} else {
+			op.Name = OpAggregation // any whole-key operator partitions alike
+		}
+	default:
+		op.Unsupported = fmt.Sprintf("operator without metadata, stores %v", op.storeNames())
+		return op, nil
+	}
+	op.classify()
+	if op.Unsupported != "" {
+		op.Unsupported += " (no operator metadata; inferred from the layout)"
+	}
 	return op, nil
 }
 

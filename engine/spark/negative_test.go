@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -71,9 +72,6 @@ func TestNegative(t *testing.T) {
 				return strings.Replace(s, `"conf":{`, `"conf":{"spark.sql.streaming.stateStore.checkpointFormatVersion":"2",`, 1)
 			})
 		}, snapshotfmt.ErrUnsupported, "checkpointFormatVersion=2"},
-		{"no operator metadata", func(t *testing.T, d string) {
-			os.RemoveAll(filepath.Join(d, "state", "0", "_metadata"))
-		}, snapshotfmt.ErrUnsupported, "no operator metadata"},
 		{"spark file checksums", func(t *testing.T, d string) {
 			os.WriteFile(filepath.Join(d, "state", "0", "0", "1.delta.crc"), []byte(`{"checksum":1}`), 0o644)
 		}, snapshotfmt.ErrUnsupported, "checkpoint file checksums"},
@@ -280,4 +278,40 @@ func FuzzStateFile(f *testing.F) {
 			t.Fatalf("%v", err)
 		}
 	})
+}
+
+// Without operator metadata (Spark < 3.5) the kind is inferred from the
+// layout, and the rewrite is the same as with it.
+func TestNoOperatorMetadata(t *testing.T) {
+	for _, name := range []string{"agg_str_int", "join", "session", "dedup"} {
+		src := copyReal(t, name)
+		withMeta, err := Open(realDir(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.RemoveAll(filepath.Join(src, "state", "0", "_metadata"))
+		c, err := Open(src)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		op, want := c.Operators[0], withMeta.Operators[0]
+		if !op.Inferred || op.Unsupported != "" || len(op.Stores) != len(want.Stores) {
+			t.Fatalf("%s: %+v", name, op)
+		}
+		for i, s := range want.Stores {
+			var got *Store
+			for _, x := range op.Stores {
+				if x.Name == s.Name {
+					got = x
+				}
+			}
+			if got == nil || fmt.Sprint(got.KeyCols) != fmt.Sprint(s.KeyCols) {
+				t.Fatalf("%s store %d: %+v, want key cols %v", name, i, got, s.KeyCols)
+			}
+		}
+		dst := filepath.Join(t.TempDir(), "out")
+		if _, err := Rewrite(context.Background(), src, dst, RewriteOptions{Partitions: 5}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
 }

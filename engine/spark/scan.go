@@ -131,10 +131,12 @@ type Report struct {
 
 // OperatorReport describes one stateful operator.
 type OperatorReport struct {
-	ID          int           `json:"id"`
-	Name        string        `json:"name"`
-	Unsupported string        `json:"unsupported,omitempty"`
-	Stores      []StoreReport `json:"stores"`
+	ID          int    `json:"id"`
+	Name        string `json:"name"`
+	Unsupported string `json:"unsupported,omitempty"`
+	// Inferred: no operator metadata (Spark < 3.5), Name from the layout.
+	Inferred bool          `json:"inferred,omitempty"`
+	Stores   []StoreReport `json:"stores"`
 }
 
 // StoreReport describes one store of an operator.
@@ -211,7 +213,7 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 	opts.Progress.Start(total, "reading Spark state")
 	defer opts.Progress.Finish()
 	for _, op := range c.Operators {
-		or := OperatorReport{ID: op.ID, Name: op.Name, Unsupported: op.Unsupported}
+		or := OperatorReport{ID: op.ID, Name: op.Name, Unsupported: op.Unsupported, Inferred: op.Inferred}
 		for _, s := range op.Stores {
 			sr := StoreReport{Name: s.Name, Partitions: make([]PartitionLoad, c.Partitions)}
 			if s.ValueSchema != nil {
