@@ -62,6 +62,9 @@ type OffsetEntry struct {
 	metaStart, metaEnd int // byte range of the metadata line in Raw
 }
 
+// Sources is the bytes after the metadata line: the source offsets.
+func (o *OffsetEntry) Sources() []byte { return o.Raw[o.metaEnd:] }
+
 // Conf returns a conf value of the entry ("" if absent).
 func (o *OffsetEntry) Conf(key string) string { return o.Meta.Conf[key] }
 

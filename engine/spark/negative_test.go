@@ -315,3 +315,37 @@ func TestNoOperatorMetadata(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint left behind by Spark's own repartition tool after it
+// refused the HDFS-backed store: offsets/3 is offsets/2 with 8 partitions
+// and no commit. The refusal says skipping loses nothing, and skipping
+// gives the committed state in M partitions.
+func TestSparkToolLeftover(t *testing.T) {
+	src := copyReal(t, "agg_str")
+	old, _ := os.ReadFile(filepath.Join(src, "offsets", "2"))
+	left := bytes.Replace(old, []byte(`partitions":"2"`), []byte(`partitions":"8"`), 1)
+	os.WriteFile(filepath.Join(src, "offsets", "3"), left, 0o644)
+	_, err := Rewrite(context.Background(), src, filepath.Join(t.TempDir(), "o"), RewriteOptions{Partitions: 8})
+	if !errors.Is(err, snapshotfmt.ErrRefused) || !strings.Contains(err.Error(), "loses no input") {
+		t.Fatalf("%v", err)
+	}
+	dst := filepath.Join(t.TempDir(), "o2")
+	res, err := Rewrite(context.Background(), src, dst, RewriteOptions{Partitions: 8, SkipUncommitted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NewBatch != 4 || res.StateVersion != 5 || res.FromPartitions != 2 {
+		t.Fatalf("%+v", res)
+	}
+	eq, err := Equal(context.Background(), realDir(t, "agg_str"), dst, ScanOptions{})
+	if err != nil || !eq.Equal {
+		t.Fatalf("%+v %v", eq, err)
+	}
+	// New data after C: no "loses no input" hint.
+	src = copyReal(t, "agg_str")
+	os.Remove(filepath.Join(src, "commits", "2"))
+	_, err = Rewrite(context.Background(), src, filepath.Join(t.TempDir(), "o3"), RewriteOptions{Partitions: 8})
+	if !errors.Is(err, snapshotfmt.ErrRefused) || strings.Contains(err.Error(), "loses no input") {
+		t.Fatalf("%v", err)
+	}
+}

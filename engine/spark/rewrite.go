@@ -2,6 +2,7 @@ package spark
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -103,7 +104,11 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	res := &RewriteResult{Source: src, Target: dst, FromPartitions: c.Partitions, Partitions: m, LastCommitted: c.LastCommitted}
 	if un := c.Uncommitted(); len(un) > 0 {
 		if !opts.SkipUncommitted {
-			return nil, fmt.Errorf("%w: batch %d has offsets but no commit (the query stopped mid-batch); rerun the query once so it commits, or pass --skip-uncommitted to drop that batch's progress as Spark's own tool does (its input is not reprocessed)", snapshotfmt.ErrRefused, un[len(un)-1])
+			hint := ""
+			if c.noNewData(un) {
+				hint = fmt.Sprintf(" Its source offsets equal batch %d's, so it reads no new data (a no-data batch, or one left by Spark's own repartition tool: STREAMING_UNFINISHED_REPARTITION_DETECTED); --skip-uncommitted loses no input.", c.LastCommitted)
+			}
+			return nil, fmt.Errorf("%w: batch %d has offsets but no commit (the query stopped mid-batch); rerun the query once so it commits, or pass --skip-uncommitted to mark it committed as Spark's own repartition tool does (enforceExactlyOnceSink=false): the state stays at batch %d and that batch's input is not processed into it.%s", snapshotfmt.ErrRefused, un[len(un)-1], c.LastCommitted, hint)
 		}
 		res.Skipped = un
 	}
@@ -216,6 +221,22 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 		return nil, err
 	}
 	return res, nil
+}
+
+// noNewData says whether the offsets entries of batches bs hold the same
+// source offsets as offsets/C.
+func (c *Checkpoint) noNewData(bs []int64) bool {
+	for _, b := range bs {
+		raw, err := os.ReadFile(filepath.Join(c.Dir, "offsets", strconv.FormatInt(b, 10)))
+		if err != nil {
+			return false
+		}
+		o, err := parseOffset(b, raw)
+		if err != nil || !bytes.Equal(o.Sources(), c.Offset.Sources()) {
+			return false
+		}
+	}
+	return true
 }
 
 // selfVerify re-reads the new checkpoint: it must open with M partitions
