@@ -102,3 +102,22 @@ func TestRealRewrite(t *testing.T) {
 		}
 	}
 }
+
+// Checkpoints written by pyspark 3.5.9 (make_checkpoints.py, same
+// queries): no operator metadata, so the operator is inferred.
+func TestReal35(t *testing.T) {
+	for _, name := range []string{"agg_str", "agg_str_int", "agg_long", "dedup"} {
+		src := filepath.Join("testdata", "real35", name)
+		rep, err := Verify(context.Background(), src, ScanOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if rep.FindingsTotal != 0 || rep.Rows != 50 || !rep.Operators[0].Inferred {
+			t.Fatalf("%s: %+v", name, rep)
+		}
+		dst := filepath.Join(t.TempDir(), "out")
+		if _, err := Rewrite(context.Background(), src, dst, RewriteOptions{Partitions: 8}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
