@@ -573,22 +573,8 @@ func readSchema(s *Store, storeDir string) error {
 		}
 		return err
 	}
-	r := &utfReader{b: b}
-	ver := r.utf()
-	switch ver {
-	case "v1":
-		s.KeySchemaJSON = r.utf()
-		s.ValueSchemaJSON = r.utf()
-	case "v2":
-		s.KeySchemaJSON = r.chunked()
-		s.ValueSchemaJSON = r.chunked()
-	default:
-		if r.err == nil {
-			return fmt.Errorf("%w: state schema version %q in %s", snapshotfmt.ErrUnsupported, ver, p)
-		}
-	}
-	if r.err != nil {
-		return fmt.Errorf("%w: state schema %s: %v", snapshotfmt.ErrCorrupt, p, r.err)
+	if err := parseSchemaFile(s, b); err != nil {
+		return fmt.Errorf("state schema %s: %w", p, err)
 	}
 	// A type rebucket cannot decode leaves the schema nil: rows are still
 	// copied byte for byte, but a key must be decodable to be rehashed.
@@ -603,6 +589,29 @@ func readSchema(s *Store, storeDir string) error {
 			return fmt.Errorf("value schema: %w", err)
 		}
 		s.ValueSchemaErr = err.Error()
+	}
+	return nil
+}
+
+// parseSchemaFile decodes a state schema file (v1 or v2) into the
+// store's schema JSON strings.
+func parseSchemaFile(s *Store, b []byte) error {
+	r := &utfReader{b: b}
+	ver := r.utf()
+	switch ver {
+	case "v1":
+		s.KeySchemaJSON = r.utf()
+		s.ValueSchemaJSON = r.utf()
+	case "v2":
+		s.KeySchemaJSON = r.chunked()
+		s.ValueSchemaJSON = r.chunked()
+	default:
+		if r.err == nil {
+			return fmt.Errorf("%w: state schema version %q", snapshotfmt.ErrUnsupported, ver)
+		}
+	}
+	if r.err != nil {
+		return fmt.Errorf("%w: %v", snapshotfmt.ErrCorrupt, r.err)
 	}
 	return nil
 }
