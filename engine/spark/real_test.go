@@ -121,3 +121,25 @@ func TestReal35(t *testing.T) {
 		}
 	}
 }
+
+// Chained rewrites (2 → 8 → 3 → 2) keep the rows, and each result is a
+// checkpoint like any other.
+func TestChainedRewrite(t *testing.T) {
+	src := realDir(t, "join")
+	prev := src
+	for i, m := range []int{8, 3, 2} {
+		dst := filepath.Join(t.TempDir(), itoa(i))
+		res, err := Rewrite(context.Background(), prev, dst, RewriteOptions{Partitions: m})
+		if err != nil {
+			t.Fatalf("to %d: %v", m, err)
+		}
+		if res.NewBatch != int64(3+i) {
+			t.Fatalf("to %d: new batch %d", m, res.NewBatch)
+		}
+		prev = dst
+	}
+	eq, err := Equal(context.Background(), src, prev, ScanOptions{})
+	if err != nil || !eq.Equal {
+		t.Fatalf("%+v %v", eq, err)
+	}
+}
