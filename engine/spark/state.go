@@ -1,0 +1,271 @@
+package spark
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/rebucket/rebucket/internal/lz4java"
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// maxRecord bounds one key or value (Spark's rows are far smaller); a
+// larger length is damage, not an allocation.
+const maxRecord = 256 << 20
+
+// ReadRecords reads the records of an uncompressed .delta/.snapshot
+// payload: int32 BE key length, key, int32 BE value length, value; value
+// length -1 is a delete (deltas only), key length -1 ends the file.
+// fn's slices are valid only during the call.
+func ReadRecords(r io.Reader, allowDelete bool, fn func(key, value []byte, deleted bool) error) (int64, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var hdr [4]byte
+	var buf []byte
+	var n int64
+	readLen := func(what string) (int32, error) {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return 0, fmt.Errorf("%w: record %d: truncated %s length: %v", snapshotfmt.ErrCorrupt, n, what, noEOF(err))
+		}
+		return int32(binary.BigEndian.Uint32(hdr[:])), nil
+	}
+	for {
+		kl, err := readLen("key")
+		if err != nil {
+			return n, err
+		}
+		if kl == -1 {
+			break
+		}
+		if kl < 0 || kl > maxRecord {
+			return n, fmt.Errorf("%w: record %d: key length %d", snapshotfmt.ErrCorrupt, n, kl)
+		}
+		if cap(buf) < int(kl) {
+			buf = make([]byte, kl, max(int(kl), 2*cap(buf)))
+		}
+		key := buf[:kl]
+		if _, err := io.ReadFull(br, key); err != nil {
+			return n, fmt.Errorf("%w: record %d: truncated key: %v", snapshotfmt.ErrCorrupt, n, noEOF(err))
+		}
+		vl, err := readLen("value")
+		if err != nil {
+			return n, err
+		}
+		if vl == -1 {
+			if !allowDelete {
+				return n, fmt.Errorf("%w: record %d: a delete in a snapshot", snapshotfmt.ErrCorrupt, n)
+			}
+			if err := fn(key, nil, true); err != nil {
+				return n, err
+			}
+			n++
+			continue
+		}
+		if vl < 0 || vl > maxRecord {
+			return n, fmt.Errorf("%w: record %d: value length %d", snapshotfmt.ErrCorrupt, n, vl)
+		}
+		if cap(buf) < int(kl+vl) {
+			nb := make([]byte, kl+vl)
+			copy(nb, key)
+			buf = nb
+		}
+		key = buf[:kl]
+		val := buf[kl : kl+vl]
+		if _, err := io.ReadFull(br, val); err != nil {
+			return n, fmt.Errorf("%w: record %d: truncated value: %v", snapshotfmt.ErrCorrupt, n, noEOF(err))
+		}
+		if err := fn(key, val, false); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		if err == nil {
+			return n, fmt.Errorf("%w: bytes after the end-of-file record", snapshotfmt.ErrCorrupt)
+		}
+		return n, err
+	}
+	return n, nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// AppendRecord appends one record (value nil and deleted: a delete).
+func AppendRecord(b, key, value []byte, deleted bool) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(key)))
+	b = append(b, key...)
+	if deleted {
+		return binary.BigEndian.AppendUint32(b, 0xFFFFFFFF)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(value)))
+	return append(b, value...)
+}
+
+// EndRecord is the end-of-file record.
+var EndRecord = []byte{0xFF, 0xFF, 0xFF, 0xFF}
+
+// ReadStateFile reads one lz4-compressed .delta or .snapshot file.
+func ReadStateFile(path string, fn func(key, value []byte, deleted bool) error) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n, err := ReadRecords(lz4java.NewReader(bufio.NewReaderSize(f, 256<<10)), strings.HasSuffix(path, ".delta"), fn)
+	if err != nil {
+		return n, fmt.Errorf("%s: %w", path, err)
+	}
+	return n, nil
+}
+
+// PartitionFiles are the versions present in one store partition dir.
+type PartitionFiles struct {
+	Dir       string
+	Deltas    map[int64]bool
+	Snapshots map[int64]bool
+}
+
+// ListPartition lists the .delta and .snapshot versions of a store
+// partition directory (fs.ErrNotExist if it is missing).
+func ListPartition(dir string) (*PartitionFiles, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	pf := &PartitionFiles{Dir: dir, Deltas: map[int64]bool{}, Snapshots: map[int64]bool{}}
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() {
+			continue
+		}
+		if v, ok := strings.CutSuffix(name, ".delta"); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				pf.Deltas[n] = true
+			}
+		} else if v, ok := strings.CutSuffix(name, ".snapshot"); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				pf.Snapshots[n] = true
+			}
+		}
+	}
+	return pf, nil
+}
+
+// Plan returns the files that make up state version v, as the
+// HDFS-backed provider loads it: the newest snapshot at or below v, then
+// every delta above it up to v. A missing delta is an error wrapping
+// snapshotfmt.ErrCorrupt (Spark: CANNOT_READ_DELTA_FILE_NOT_EXISTS).
+func (pf *PartitionFiles) Plan(v int64) (snapshot string, deltas []string, err error) {
+	base := int64(0)
+	for s := v; s >= 1; s-- {
+		if pf.Snapshots[s] {
+			base = s
+			snapshot = filepath.Join(pf.Dir, strconv.FormatInt(s, 10)+".snapshot")
+			break
+		}
+		if !pf.Deltas[s] {
+			return "", nil, fmt.Errorf("%w: %s: state version %d needs %d.delta (or a snapshot at or above %d), which does not exist",
+				snapshotfmt.ErrCorrupt, pf.Dir, v, s, s)
+		}
+	}
+	for d := base + 1; d <= v; d++ {
+		deltas = append(deltas, filepath.Join(pf.Dir, strconv.FormatInt(d, 10)+".delta"))
+	}
+	return snapshot, deltas, nil
+}
+
+// LoadedState is one store partition at one version.
+type LoadedState struct {
+	rows  *table
+	Files int
+	Bytes int64 // compressed bytes read
+}
+
+// Len is the number of rows.
+func (ls *LoadedState) Len() int { return ls.rows.len() }
+
+// Each calls fn for every row, in no particular order; the slices stay
+// valid as long as ls.
+func (ls *LoadedState) Each(fn func(key, value []byte) error) error { return ls.rows.each(fn) }
+
+// LoadPartition loads the state of a store partition directory at
+// version v into memory, as Spark's HDFS-backed provider does.
+func LoadPartition(dir string, v int64) (*LoadedState, error) {
+	pf, err := ListPartition(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && v == 0 {
+			return &LoadedState{rows: newTable()}, nil
+		}
+		return nil, err
+	}
+	snap, deltas, err := pf.Plan(v)
+	if err != nil {
+		return nil, err
+	}
+	ls := &LoadedState{rows: newTable()}
+	files := deltas
+	if snap != "" {
+		files = append([]string{snap}, deltas...)
+	}
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			ls.Bytes += st.Size()
+		}
+		_, err := ReadStateFile(f, func(k, val []byte, deleted bool) error {
+			if deleted {
+				ls.rows.del(k)
+			} else {
+				ls.rows.put(k, val)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		ls.Files++
+	}
+	return ls, nil
+}
+
+// ForEachRow calls fn for every row of the state of a store partition
+// directory at version v. A version made of one snapshot is streamed (a
+// snapshot holds each key once); otherwise the snapshot and deltas are
+// applied in memory first, as Spark does. fn's slices are valid only
+// during the call. It returns the files and compressed bytes read.
+func ForEachRow(dir string, v int64, fn func(key, value []byte) error) (files int, size int64, err error) {
+	pf, err := ListPartition(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	snap, deltas, err := pf.Plan(v)
+	if err != nil {
+		return 0, 0, err
+	}
+	if snap != "" && len(deltas) == 0 {
+		st, err := os.Stat(snap)
+		if err != nil {
+			return 0, 0, err
+		}
+		_, err = ReadStateFile(snap, func(k, val []byte, _ bool) error { return fn(k, val) })
+		return 1, st.Size(), err
+	}
+	ls, err := LoadPartition(dir, v)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := ls.Each(fn); err != nil {
+		return 0, 0, err
+	}
+	return ls.Files, ls.Bytes, nil
+}
