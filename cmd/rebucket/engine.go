@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rebucket/rebucket/engine/flink"
+	"github.com/rebucket/rebucket/engine/spark"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -17,6 +18,7 @@ const (
 	engineAuto   = "auto"
 	engineNative = "native"
 	engineFlink  = "flink"
+	engineSpark  = "spark"
 )
 
 // engineHandler runs a command on an engine's snapshot; args are the
@@ -35,6 +37,17 @@ var flinkHandlers = map[string]engineHandler{
 	"generate": runFlinkGenerate,
 }
 
+// sparkHandlers are the commands that speak Spark checkpoints.
+var sparkHandlers = map[string]engineHandler{
+	"inspect":  runSparkInspect,
+	"verify":   runSparkVerify,
+	"rewrite":  runSparkRewrite,
+	"plan":     runSparkPlan,
+	"locate":   runSparkLocate,
+	"export":   runSparkExport,
+	"generate": runSparkGenerate,
+}
+
 // detectEngine tells which kind of snapshot path is: forced by --engine,
 // else a Flink savepoint by its _metadata magic, else the native format.
 func detectEngine(path, forced string) (string, error) {
@@ -48,14 +61,23 @@ func detectEngine(path, forced string) (string, error) {
 				snapshotfmt.ErrInvalidArgument, path)
 		}
 		return engineFlink, nil
+	case engineSpark:
+		if !spark.IsCheckpoint(path) {
+			return "", fmt.Errorf("%w: --engine spark: %s is not a Spark checkpoint (no offsets/ and commits/ directories); give the query's checkpointLocation",
+				snapshotfmt.ErrInvalidArgument, path)
+		}
+		return engineSpark, nil
 	default:
-		return "", usagef(fmt.Errorf("--engine %q: want auto, native or flink", forced))
+		return "", usagef(fmt.Errorf("--engine %q: want auto, native, flink or spark", forced))
 	}
 	if _, err := os.Stat(filepath.Join(path, snapshotfmt.ManifestName)); err == nil {
 		return engineNative, nil
 	}
 	if flink.IsSavepoint(path) {
 		return engineFlink, nil
+	}
+	if spark.IsCheckpoint(path) {
+		return engineSpark, nil
 	}
 	return engineNative, nil
 }
@@ -71,22 +93,27 @@ func installEngines(root *cobra.Command, g *globalOptions) {
 		}
 		var forced string
 		if c.Name() != "generate" {
-			c.Flags().StringVar(&forced, "engine", engineAuto, "kind of input: auto (detect), native or flink")
+			c.Flags().StringVar(&forced, "engine", engineAuto, "kind of input: auto (detect), native, flink or spark")
+		}
+		if c.Name() == "rewrite" {
+			c.Flags().Bool("skip-uncommitted", false, "Spark: accept offsets newer than the last commit as Spark's own repartition does (marked committed; their input is not reprocessed into the state)")
 		}
 		if c.Name() == "locate" {
 			c.Flags().String("key-type", "", "Flink: the key's type, e.g. string, long, int, tuple<string,long> (default: each keyed operator's own)")
 		}
 		native := c.RunE
 		if c.Name() == "generate" {
-			c.Flags().StringVar(&forced, "engine", engineNative, "what to write: native (a snapshot) or flink (a canonical savepoint of the probe job)")
+			c.Flags().StringVar(&forced, "engine", engineNative, "what to write: native (a snapshot), flink (a canonical savepoint of the probe job) or spark (an HDFS-backed checkpoint of a count aggregation)")
 			c.RunE = func(cmd *cobra.Command, args []string) error {
 				switch forced {
 				case engineNative, engineAuto:
 					return native(cmd, args)
 				case engineFlink:
 					return handler(cmd, g, args)
+				case engineSpark:
+					return runSparkGenerate(cmd, g, args)
 				}
-				return usagef(fmt.Errorf("--engine %q: want native or flink", forced))
+				return usagef(fmt.Errorf("--engine %q: want native, flink or spark", forced))
 			}
 			continue
 		}
@@ -98,8 +125,14 @@ func installEngines(root *cobra.Command, g *globalOptions) {
 			if err != nil {
 				return err
 			}
-			if kind == engineFlink {
+			switch kind {
+			case engineFlink:
 				return handler(cmd, g, args)
+			case engineSpark:
+				return sparkHandlers[cmd.Name()](cmd, g, args)
+			}
+			if cmd.Flags().Changed("skip-uncommitted") {
+				return usagef(fmt.Errorf("--skip-uncommitted applies to Spark checkpoints; %s is not one", args[0]))
 			}
 			if cmd.Flags().Changed("key-type") {
 				return usagef(fmt.Errorf("--key-type applies to Flink savepoints; %s is a native snapshot (use --key-format)", args[0]))

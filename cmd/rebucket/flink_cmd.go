@@ -355,7 +355,7 @@ type flinkRewriteReport struct {
 }
 
 func runFlinkRewrite(cmd *cobra.Command, g *globalOptions, args []string) error {
-	if err := refuseFlags(cmd, "Flink", "mapping", "file-size", "compression", "note", "drop-state", "rename-state", "no-verify"); err != nil {
+	if err := refuseFlags(cmd, "Flink", "mapping", "file-size", "compression", "note", "drop-state", "rename-state", "no-verify", "skip-uncommitted"); err != nil {
 		return err
 	}
 	if force, _ := cmd.Flags().GetBool("force"); force {

@@ -61,8 +61,8 @@ var enumFlagValues = map[string][]string{
 	"partition-by":       {"state", "bucket"},
 	"key-format":         {"utf8", "hex"},
 	"skew":               {"uniform", "zipf"},
-	"engine":             {"auto", "native", "flink"},
-	"generate/engine":    {"native", "flink"},
+	"engine":             {"auto", "native", "flink", "spark"},
+	"generate/engine":    {"native", "flink", "spark"},
 }
 
 // enumValues returns the completion values of flag on cmd, if it is one of
