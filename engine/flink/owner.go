@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/rebucket/rebucket/internal/fsx"
 )
@@ -26,12 +27,11 @@ type owner struct {
 	budget   int64
 	spillDir string
 	name     string
-	chunk    int // arena chunk size, from the budget
 
-	// Buffered entries live in fixed-size chunks (no copying on growth,
-	// exact accounting); rec.off is chunk<<32 | offset.
+	// Buffered entries stay in the scanners' batch buffers, taken over
+	// whole (no copy; exact accounting); rec.off is chunk<<32 | offset.
 	chunks  [][]byte
-	free    [][]byte // chunks kept for reuse after a spill
+	chunkBytes   int64 // capacity of chunks
 	recs    [][]rec  // blocks of recBlock records
 	nrecs   int
 	order   []int32 // grouping permutation, reused
@@ -43,8 +43,6 @@ type owner struct {
 }
 
 const (
-	maxChunk = 4 << 20
-	minChunk = 64 << 10
 	recBlock = 1 << 13
 	// maxRuns bounds the runs merged at once (open files and read
 	// buffers); more are first merged into one.
@@ -64,48 +62,27 @@ func (o *owner) rec(i int) *rec { return &o.recs[i/recBlock][i%recBlock] }
 
 // held is the memory the buffered entries take.
 func (o *owner) held() int64 {
-	var n int64
-	for _, c := range o.chunks {
-		n += int64(cap(c))
-	}
-	return n + int64(len(o.recs))*recBlock*recSize + int64(cap(o.order))*4
-}
-
-// place copies an entry's bytes into the arena and returns its offset.
-func (o *owner) place(b []byte) int64 {
-	n := len(o.chunks)
-	if n == 0 || cap(o.chunks[n-1])-len(o.chunks[n-1]) < len(b) {
-		var c []byte
-		if o.chunk == 0 {
-			o.chunk = int(min(max(o.budget/16, minChunk), maxChunk))
-		}
-		if len(o.free) > 0 && len(b) <= cap(o.free[len(o.free)-1]) {
-			c, o.free = o.free[len(o.free)-1][:0], o.free[:len(o.free)-1]
-		} else {
-			c = make([]byte, 0, max(o.chunk, len(b)))
-		}
-		o.chunks = append(o.chunks, c)
-		n++
-	}
-	c := o.chunks[n-1]
-	off := int64(n-1)<<32 | int64(len(c))
-	o.chunks[n-1] = append(c, b...)
-	return off
+	return o.chunkBytes + int64(len(o.recs))*recBlock*recSize + int64(cap(o.order))*4
 }
 
 func (o *owner) entry(r *rec) []byte {
 	c := o.chunks[r.off>>32]
 	off := r.off & (1<<32 - 1)
-	return c[off : off+int64(r.klen)+int64(r.vlen)]
+	return c[off : off+int64(r.n)]
 }
 
+// collect takes over the batches routed to this owner: their buffers
+// become arena chunks as they are.
 func (o *owner) collect(ch chan *batch) error {
 	for b := range ch {
+		ci := int64(len(o.chunks))
+		o.chunks = append(o.chunks, b.buf)
+		o.chunkBytes += int64(cap(b.buf))
 		for _, r := range b.recs {
 			if int(r.kg) < o.lo || int(r.kg) > o.hi {
 				return fmt.Errorf("internal error: key group %d routed to the owner of %d..%d", r.kg, o.lo, o.hi)
 			}
-			r.off = o.place(b.buf[r.off : r.off+int64(r.klen)+int64(r.vlen)])
+			r.off |= ci << 32
 			if o.nrecs%recBlock == 0 && o.nrecs/recBlock == len(o.recs) {
 				o.recs = append(o.recs, make([]rec, recBlock))
 			}
@@ -113,7 +90,7 @@ func (o *owner) collect(ch chan *batch) error {
 			o.nrecs++
 		}
 		o.entries += uint64(len(b.recs))
-		b.buf, b.recs = b.buf[:0], b.recs[:0]
+		b.buf, b.recs = nil, b.recs[:0]
 		batchPool.Put(b)
 		if o.held() >= o.budget {
 			if err := o.spill(); err != nil {
@@ -149,10 +126,15 @@ func (o *owner) grouped() []int32 {
 	return counts
 }
 
-// reset drops the buffered entries, keeping chunks and blocks for reuse.
+// reset drops the buffered entries, handing the chunks back to the
+// scanners and keeping the record blocks.
 func (o *owner) reset() {
-	o.free = append(o.free, o.chunks...)
+	for i, c := range o.chunks {
+		putBuf(c)
+		o.chunks[i] = nil
+	}
 	o.chunks = o.chunks[:0]
+	o.chunkBytes = 0
 	o.nrecs = 0
 }
 
@@ -168,15 +150,13 @@ func (o *owner) spill() error {
 	}
 	o.runs = append(o.runs, &run{path: p, counts: counts})
 	o.spills++
+	// A run holds the framed entries (as in the stream, no flags) in slot
+	// order.
 	w := bufio.NewWriterSize(f, 256<<10)
-	var hdr [8]byte
 	for _, i := range o.order {
 		r := o.rec(int(i))
-		binary.BigEndian.PutUint32(hdr[:4], r.klen)
-		binary.BigEndian.PutUint32(hdr[4:], r.vlen)
-		w.Write(hdr[:])
 		w.Write(o.entry(r))
-		o.spilled += 8 + int64(r.klen) + int64(r.vlen)
+		o.spilled += int64(r.n)
 	}
 	err = w.Flush()
 	if cerr := f.Close(); err == nil {
@@ -212,18 +192,15 @@ func (o *owner) compact() error {
 			defer rf.Close()
 			readers[i] = bufio.NewReaderSize(rf, 64<<10)
 		}
-		var hdr [8]byte
+		var buf []byte
 		for slot := range merged.counts {
 			for i, r := range o.runs {
 				for c := r.counts[slot]; c > 0; c-- {
-					if _, err := io.ReadFull(readers[i], hdr[:]); err != nil {
-						return fmt.Errorf("read spill run: %w", err)
+					var err error
+					if buf, err = readFramed(readers[i], buf); err != nil {
+						return err
 					}
-					n := int64(binary.BigEndian.Uint32(hdr[:4])) + int64(binary.BigEndian.Uint32(hdr[4:]))
-					w.Write(hdr[:])
-					if _, err := io.CopyN(w, readers[i], n); err != nil {
-						return fmt.Errorf("read spill run: %w", err)
-					}
+					w.Write(buf)
 				}
 				merged.counts[slot] += r.counts[slot]
 			}
@@ -249,7 +226,8 @@ func (o *owner) cleanup() {
 		os.Remove(r.path)
 	}
 	o.runs = nil
-	o.chunks, o.free, o.recs, o.order = nil, nil, nil, nil
+	o.reset()
+	o.chunks, o.recs, o.order = nil, nil, nil
 }
 
 // write merges runs and memory into the owner's file in dir.
@@ -291,33 +269,29 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 			return err
 		}
 		started := false
-		start := func() error {
-			if started {
-				return nil
-			}
-			started = true
-			return sw.StartKeyGroup(kg)
-		}
 		for s := 0; s < o.nStates; s++ {
 			slot := (kg-o.lo)*o.nStates + s
+			left := int(counts[slot])
+			for _, r := range o.runs {
+				left += int(r.counts[slot])
+			}
+			if left == 0 {
+				continue
+			}
+			if !started {
+				if err := sw.StartKeyGroup(kg); err != nil {
+					return err
+				}
+				started = true
+			}
 			for i, r := range o.runs {
 				for c := r.counts[slot]; c > 0; c-- {
-					var hdr [8]byte
-					if _, err := io.ReadFull(readers[i].r, hdr[:]); err != nil {
-						return fmt.Errorf("read spill run: %w", err)
-					}
-					kl, vl := binary.BigEndian.Uint32(hdr[:4]), binary.BigEndian.Uint32(hdr[4:])
-					if cap(kbuf) < int(kl+vl) {
-						kbuf = make([]byte, kl+vl)
-					}
-					kbuf = kbuf[:kl+vl]
-					if _, err := io.ReadFull(readers[i].r, kbuf); err != nil {
-						return fmt.Errorf("read spill run: %w", err)
-					}
-					if err := start(); err != nil {
+					var err error
+					if kbuf, err = readFramed(readers[i].r, kbuf); err != nil {
 						return err
 					}
-					if err := sw.Add(s, kbuf[:kl], kbuf[kl:]); err != nil {
+					left--
+					if err := sw.AddFramed(s, kbuf, left == 0); err != nil {
 						return err
 					}
 				}
@@ -325,11 +299,8 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 			for c := counts[slot]; c > 0; c-- {
 				r := o.rec(int(o.order[mi]))
 				mi++
-				if err := start(); err != nil {
-					return err
-				}
-				e := o.entry(r)
-				if err := sw.Add(s, e[:r.klen], e[r.klen:]); err != nil {
+				left--
+				if err := sw.AddFramed(s, o.entry(r), left == 0); err != nil {
 					return err
 				}
 			}
@@ -347,4 +318,27 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 	}
 	o.handle = &KeyedHandle{StartKeyGroup: int32(o.lo), Offsets: offsets, Delegate: &StreamHandle{Type: handleRelativeFile, Path: o.name, Size: size}}
 	return nil
+}
+
+// readFramed reads one framed entry (i32 keyLen, key, i32 valueLen,
+// value) of a spill run into buf.
+func readFramed(r *bufio.Reader, buf []byte) ([]byte, error) {
+	buf = buf[:0]
+	for part := 0; part < 2; part++ {
+		var l [4]byte
+		if _, err := io.ReadFull(r, l[:]); err != nil {
+			return buf, fmt.Errorf("read spill run: %w", err)
+		}
+		n := int(binary.BigEndian.Uint32(l[:]))
+		buf = append(buf, l[:]...)
+		if cap(buf)-len(buf) < n {
+			buf = slices.Grow(buf, n)
+		}
+		at := len(buf)
+		buf = buf[:at+n]
+		if _, err := io.ReadFull(r, buf[at:]); err != nil {
+			return buf, fmt.Errorf("read spill run: %w", err)
+		}
+	}
+	return buf, nil
 }
