@@ -23,7 +23,7 @@ type ScanOptions struct {
 	// while routing), instead of without its prefix (comparable across
 	// max parallelisms).
 	framedFP bool
-	Progress  Progress
+	Progress Progress
 }
 
 // Report is what a full read of a savepoint found: the model that inspect

@@ -30,16 +30,16 @@ type owner struct {
 
 	// Buffered entries stay in the scanners' batch buffers, taken over
 	// whole (no copy; exact accounting); rec.off is chunk<<32 | offset.
-	chunks  [][]byte
-	chunkBytes   int64 // capacity of chunks
-	recs    [][]rec  // blocks of recBlock records
-	nrecs   int
-	order   []int32 // grouping permutation, reused
-	runs    []*run
-	spilled int64
-	spills  int // runs written (before merging)
-	entries uint64
-	handle  *KeyedHandle
+	chunks     [][]byte
+	chunkBytes int64   // capacity of chunks
+	recs       [][]rec // blocks of recBlock records
+	nrecs      int
+	order      []int32 // grouping permutation, reused
+	runs       []*run
+	spilled    int64
+	spills     int // runs written (before merging)
+	entries    uint64
+	handle     *KeyedHandle
 }
 
 const (
