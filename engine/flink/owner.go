@@ -34,7 +34,7 @@ type owner struct {
 	chunkBytes int64   // capacity of chunks
 	recs       [][]rec // blocks of recBlock records
 	nrecs      int
-	order      []int32 // grouping permutation, reused
+	order      []uint64 // arena positions in slot order, reused
 	runs       []*run
 	spilled    int64
 	spills     int // runs written (before merging)
@@ -62,14 +62,31 @@ func (o *owner) rec(i int) *rec { return &o.recs[i/recBlock][i%recBlock] }
 
 // held is the memory the buffered entries take.
 func (o *owner) held() int64 {
-	return o.chunkBytes + int64(len(o.recs))*recBlock*recSize + int64(cap(o.order))*4
+	return o.chunkBytes + int64(len(o.recs))*recBlock*recSize + int64(cap(o.order))*8
 }
 
-func (o *owner) entry(r *rec) []byte {
-	c := o.chunks[r.off>>32]
-	off := r.off & (1<<32 - 1)
-	return c[off : off+int64(r.n)]
+// entry returns the framed entry at arena position p (chunk<<32 | offset).
+func (o *owner) entry(p uint64) []byte {
+	b := o.chunks[p>>32][p&(1<<32-1):]
+	kl := binary.BigEndian.Uint32(b)
+	n := 8 + kl + binary.BigEndian.Uint32(b[4+kl:])
+	return b[:n:n]
 }
+
+// keyLen reads the key length of the entry at p.
+func (o *owner) keyLen(p uint64) uint32 {
+	return binary.BigEndian.Uint32(o.chunks[p>>32][p&(1<<32-1):])
+}
+
+// entryKL is entry when the key length is known.
+func (o *owner) entryKL(p uint64, kl uint32) []byte {
+	b := o.chunks[p>>32][p&(1<<32-1):]
+	n := 8 + kl + binary.BigEndian.Uint32(b[4+kl:])
+	return b[:n:n]
+}
+
+// gatherGroup is how many entries owner.write loads ahead.
+const gatherGroup = 16
 
 // collect takes over the batches routed to this owner: their buffers
 // become arena chunks as they are.
@@ -82,7 +99,7 @@ func (o *owner) collect(ch chan *batch) error {
 			if int(r.kg) < o.lo || int(r.kg) > o.hi {
 				return fmt.Errorf("internal error: key group %d routed to the owner of %d..%d", r.kg, o.lo, o.hi)
 			}
-			r.off |= ci << 32
+			r.off |= uint64(ci) << 32
 			if o.nrecs%recBlock == 0 && o.nrecs/recBlock == len(o.recs) {
 				o.recs = append(o.recs, make([]rec, recBlock))
 			}
@@ -115,12 +132,13 @@ func (o *owner) grouped() []int32 {
 		n += c
 	}
 	if cap(o.order) < o.nrecs {
-		o.order = make([]int32, o.nrecs)
+		o.order = make([]uint64, o.nrecs)
 	}
 	o.order = o.order[:o.nrecs]
 	for i := 0; i < o.nrecs; i++ {
-		s := o.slot(o.rec(i))
-		o.order[start[s]] = int32(i)
+		r := o.rec(i)
+		s := o.slot(r)
+		o.order[start[s]] = r.off
 		start[s]++
 	}
 	return counts
@@ -153,10 +171,10 @@ func (o *owner) spill() error {
 	// A run holds the framed entries (as in the stream, no flags) in slot
 	// order.
 	w := bufio.NewWriterSize(f, 256<<10)
-	for _, i := range o.order {
-		r := o.rec(int(i))
-		w.Write(o.entry(r))
-		o.spilled += int64(r.n)
+	for _, p := range o.order {
+		e := o.entry(p)
+		w.Write(e)
+		o.spilled += int64(len(e))
 	}
 	err = w.Flush()
 	if cerr := f.Close(); err == nil {
@@ -296,13 +314,23 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 					}
 				}
 			}
-			for c := counts[slot]; c > 0; c-- {
-				r := o.rec(int(o.order[mi]))
-				mi++
-				left--
-				if err := sw.AddFramed(s, o.entry(r), left == 0); err != nil {
-					return err
+			// Entries sit in arrival order, so each is a cache miss: load
+			// the lengths of a group first (independent loads, whose misses
+			// overlap), then write the group.
+			for n := int(counts[slot]); n > 0; {
+				g := min(n, gatherGroup)
+				var kl [gatherGroup]uint32
+				for j := range g {
+					kl[j] = o.keyLen(o.order[mi+j])
 				}
+				for j := range g {
+					left--
+					if err := sw.AddFramed(s, o.entryKL(o.order[mi+j], kl[j]), left == 0); err != nil {
+						return err
+					}
+				}
+				mi += g
+				n -= g
 			}
 		}
 	}

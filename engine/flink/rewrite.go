@@ -380,11 +380,10 @@ func copyFile(from, to string, size int64) error {
 // exactly what the stream holds) sit in an arena.
 type rec struct {
 	kg, state int32
-	off       int64
-	n         uint32
+	off       uint64
 }
 
-const recSize = 24
+const recSize = 16
 
 // batchBytes is the size of a scanner's batch buffer; owners keep the
 // buffers as arena chunks and hand them back after a spill.
@@ -514,7 +513,7 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 				// self-check's fingerprints of the written files then
 				// prove every prefix is its key's hashed key group.
 				l.fp.fp[id].add(xxh3.Hash128(b.buf[off:]), len(hv)+vlen)
-				b.recs = append(b.recs, rec{kg: int32(kg), state: int32(id), off: int64(off), n: uint32(need)})
+				b.recs = append(b.recs, rec{kg: int32(kg), state: int32(id), off: uint64(off)})
 				return nil
 			})
 			opts.Progress.Add(j.sec.End - j.sec.Start)
