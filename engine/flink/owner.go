@@ -85,6 +85,10 @@ func (o *owner) entryKL(p uint64, kl uint32) []byte {
 	return b[:n:n]
 }
 
+// testDamageEntry, set by tests only, alters framed entries as they are
+// written, to prove the self-check catches what it must.
+var testDamageEntry func(e []byte)
+
 // gatherGroup is how many entries owner.write loads ahead.
 const gatherGroup = 16
 
@@ -325,7 +329,11 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 				}
 				for j := range g {
 					left--
-					if err := sw.AddFramed(s, o.entryKL(o.order[mi+j], kl[j]), left == 0); err != nil {
+					e := o.entryKL(o.order[mi+j], kl[j])
+					if testDamageEntry != nil {
+						testDamageEntry(e)
+					}
+					if err := sw.AddFramed(s, e, left == 0); err != nil {
 						return err
 					}
 				}
