@@ -90,7 +90,7 @@ func (o *owner) entryKL(p uint64, kl uint32) []byte {
 var testDamageEntry func(e []byte)
 
 // gatherGroup is how many entries owner.write loads ahead.
-const gatherGroup = 16
+const gatherGroup = 64
 
 // collect takes over the batches routed to this owner: their buffers
 // become arena chunks as they are.
