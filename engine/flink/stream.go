@@ -189,6 +189,23 @@ func (s *sectionReader) bytes(buf []byte, min int) ([]byte, error) {
 // reader it is returned as slices of the reader's buffer (no copy), valid
 // until the next read; larger pairs are copied into reusable buffers.
 func (s *sectionReader) entry() (key, val, framed []byte, err error) {
+	// Fast path: the whole entry is already buffered and every bound
+	// holds; anything else takes the checked path below, which reports.
+	if nb := s.br.Buffered(); nb >= 8 {
+		b, _ := s.br.Peek(nb) // buffered: no read, no error
+		kl := int64(int32(binary.BigEndian.Uint32(b)))
+		if kl >= 1 && kl <= s.limit && 8+kl <= int64(nb) {
+			vl := int64(int32(binary.BigEndian.Uint32(b[4+kl:])))
+			t := 8 + kl + vl
+			if vl >= 0 && vl <= s.limit && t <= int64(nb) && (s.remaining < 0 || t <= s.remaining) {
+				s.br.Discard(int(t))
+				if s.remaining >= 0 {
+					s.remaining -= t
+				}
+				return b[4 : 4+kl], b[8+kl : t], b[:t], nil
+			}
+		}
+	}
 	hdr, err := s.br.Peek(4)
 	if err != nil {
 		return nil, nil, nil, err
