@@ -429,6 +429,11 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 			name: fmt.Sprintf("keyed-%s-%d-of-%d", k.op.IDString(), i, files)}
 		chans[i] = make(chan *batch, 4)
 	}
+	pow2 := m&(m-1) == 0
+	ownerOf := make([]uint16, m) // files <= m <= 32768
+	for kg := range ownerOf {
+		ownerOf[kg] = uint16(keytype.OperatorIndex(kg, m, files))
+	}
 	var entries atomic.Uint64
 	g, gctx := errgroup.WithContext(ctx)
 	for i, o := range owners {
@@ -476,9 +481,15 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 				if err != nil {
 					return fmt.Errorf("%s: key group %d: %w", s.Where, j.sec.KeyGroup, err)
 				}
-				kg := keytype.KeyGroup(h, m)
+				// keytype.KeyGroup and OperatorIndex without a division
+				// per entry.
+				mh := int(keytype.MurmurHash(h))
+				kg := mh & (m - 1)
+				if !pow2 {
+					kg = mh % m
+				}
 				hv := e.Key[oldW:]
-				oi := keytype.OperatorIndex(kg, m, files)
+				oi := int(ownerOf[kg])
 				b := l.batches[oi]
 				klen, vlen := newW+len(hv), len(e.Value)
 				need := 8 + klen + vlen
