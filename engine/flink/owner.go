@@ -16,11 +16,13 @@ import (
 // owner collects the entries of a contiguous key-group range [lo, hi] and
 // writes them as one canonical keyed-state file. A canonical stream needs
 // entries grouped by key group and, inside it, by state, in no particular
-// order otherwise; so the owner groups (a counting sort over the
-// (key group, state) slots) and never compares keys. When its memory share
-// is full it writes the buffered entries as a run already grouped, with
-// the entry count of every slot; writing merges the runs and the memory
-// slot by slot, reading each run once, sequentially.
+// order otherwise; so the owner appends each arriving entry to the pages
+// of its (key group, state) slot and never compares keys: grouping costs
+// one sequential copy, and writing reads every page front to back (no
+// gather from arrival order, whose cache misses dominated). When its
+// memory share is full it writes the buffered slots as a run already
+// grouped, with the entry count of every slot; writing merges the runs and
+// the memory slot by slot, reading each run once, sequentially.
 type owner struct {
 	lo, hi   int
 	nStates  int
@@ -28,25 +30,33 @@ type owner struct {
 	spillDir string
 	name     string
 
-	// Buffered entries stay in the scanners' batch buffers, taken over
-	// whole (no copy; exact accounting); rec.off is chunk<<32 | offset.
-	chunks     [][]byte
-	chunkBytes int64   // capacity of chunks
-	recs       [][]rec // blocks of recBlock records
-	nrecs      int
-	order      []uint64 // arena positions in slot order, reused
-	runs       []*run
-	spilled    int64
-	spills     int // runs written (before merging)
-	entries    uint64
-	handle     *KeyedHandle
+	slotBufs []slotBuf // by slot, allocated on the first entry
+	pageSize int
+	held     int64    // capacity of the pages in slotBufs
+	free     [][]byte // pages of pageSize kept after a spill (held again when reused)
+	runs     []*run
+	spilled  int64
+	spills   int // runs written (before merging)
+	entries  uint64
+	handle   *KeyedHandle
+}
+
+// slotBuf holds the framed entries of one (key group, state) slot in
+// pages; the last page is being filled.
+type slotBuf struct {
+	pages   [][]byte
+	n       int32 // entries
+	lastOff int32 // where the last entry starts in the last page
 }
 
 const (
-	recBlock = 1 << 13
 	// maxRuns bounds the runs merged at once (open files and read
 	// buffers); more are first merged into one.
 	maxRuns = 32
+	// Page sizes: a share of the budget per slot, so the partly filled
+	// last pages stay a small part of it.
+	minPage = 512
+	maxPage = 64 << 10
 )
 
 type run struct {
@@ -58,62 +68,38 @@ func (o *owner) slots() int { return (o.hi - o.lo + 1) * o.nStates }
 
 func (o *owner) slot(r *rec) int { return (int(r.kg)-o.lo)*o.nStates + int(r.state) }
 
-func (o *owner) rec(i int) *rec { return &o.recs[i/recBlock][i%recBlock] }
-
-// held is the memory the buffered entries take.
-func (o *owner) held() int64 {
-	return o.chunkBytes + int64(len(o.recs))*recBlock*recSize + int64(cap(o.order))*8
+// framedLen is the length of the framed entry at the start of b.
+func framedLen(b []byte) int {
+	kl := int(binary.BigEndian.Uint32(b))
+	return 8 + kl + int(binary.BigEndian.Uint32(b[4+kl:]))
 }
 
-// entry returns the framed entry at arena position p (chunk<<32 | offset).
-func (o *owner) entry(p uint64) []byte {
-	b := o.chunks[p>>32][p&(1<<32-1):]
-	kl := binary.BigEndian.Uint32(b)
-	n := 8 + kl + binary.BigEndian.Uint32(b[4+kl:])
-	return b[:n:n]
-}
-
-// keyLen reads the key length of the entry at p.
-func (o *owner) keyLen(p uint64) uint32 {
-	return binary.BigEndian.Uint32(o.chunks[p>>32][p&(1<<32-1):])
-}
-
-// entryKL is entry when the key length is known.
-func (o *owner) entryKL(p uint64, kl uint32) []byte {
-	b := o.chunks[p>>32][p&(1<<32-1):]
-	n := 8 + kl + binary.BigEndian.Uint32(b[4+kl:])
-	return b[:n:n]
-}
-
-// testDamageEntry, set by tests only, alters framed entries as they are
-// written, to prove the self-check catches what it must.
+// testDamageEntry, set by tests only, alters the first framed entry of
+// every page as it is written, to prove the self-check catches what it
+// must.
 var testDamageEntry func(e []byte)
 
-// gatherGroup is how many entries owner.write loads ahead.
-const gatherGroup = 64
-
-// collect takes over the batches routed to this owner: their buffers
-// become arena chunks as they are.
+// collect copies the entries of the batches routed to this owner into
+// their slots and hands the batch buffers back to the scanners.
 func (o *owner) collect(ch chan *batch) error {
 	for b := range ch {
-		ci := int64(len(o.chunks))
-		o.chunks = append(o.chunks, b.buf)
-		o.chunkBytes += int64(cap(b.buf))
-		for _, r := range b.recs {
+		if o.slotBufs == nil {
+			o.slotBufs = make([]slotBuf, o.slots())
+			o.pageSize = int(min(max(o.budget/int64(8*o.slots()), minPage), maxPage))
+		}
+		for i := range b.recs {
+			r := &b.recs[i]
 			if int(r.kg) < o.lo || int(r.kg) > o.hi {
 				return fmt.Errorf("internal error: key group %d routed to the owner of %d..%d", r.kg, o.lo, o.hi)
 			}
-			r.off |= uint64(ci) << 32
-			if o.nrecs%recBlock == 0 && o.nrecs/recBlock == len(o.recs) {
-				o.recs = append(o.recs, make([]rec, recBlock))
-			}
-			*o.rec(o.nrecs) = r
-			o.nrecs++
+			e := b.buf[r.off:]
+			o.add(o.slot(r), e[:framedLen(e)])
 		}
 		o.entries += uint64(len(b.recs))
+		putBuf(b.buf)
 		b.buf, b.recs = nil, b.recs[:0]
 		batchPool.Put(b)
-		if o.held() >= o.budget {
+		if o.held >= o.budget {
 			if err := o.spill(); err != nil {
 				return err
 			}
@@ -122,49 +108,52 @@ func (o *owner) collect(ch chan *batch) error {
 	return nil
 }
 
-// grouped orders the buffered entries by slot (stable counting sort) into
-// o.order and returns the count of each slot.
-func (o *owner) grouped() []int32 {
-	counts := make([]int32, o.slots())
-	for i := 0; i < o.nrecs; i++ {
-		counts[o.slot(o.rec(i))]++
+// add appends a framed entry to its slot.
+func (o *owner) add(slot int, e []byte) {
+	sb := &o.slotBufs[slot]
+	np := len(sb.pages)
+	if np == 0 || cap(sb.pages[np-1])-len(sb.pages[np-1]) < len(e) {
+		var pg []byte
+		if len(e) <= o.pageSize && len(o.free) > 0 {
+			pg, o.free = o.free[len(o.free)-1], o.free[:len(o.free)-1]
+		} else {
+			pg = make([]byte, 0, max(o.pageSize, len(e)))
+		}
+		o.held += int64(cap(pg))
+		sb.pages = append(sb.pages, pg)
+		np++
 	}
-	start := make([]int32, len(counts))
-	var n int32
-	for i, c := range counts {
-		start[i] = n
-		n += c
-	}
-	if cap(o.order) < o.nrecs {
-		o.order = make([]uint64, o.nrecs)
-	}
-	o.order = o.order[:o.nrecs]
-	for i := 0; i < o.nrecs; i++ {
-		r := o.rec(i)
-		s := o.slot(r)
-		o.order[start[s]] = r.off
-		start[s]++
-	}
-	return counts
+	pg := sb.pages[np-1]
+	sb.lastOff = int32(len(pg))
+	sb.pages[np-1] = append(pg, e...)
+	sb.n++
 }
 
-// reset drops the buffered entries, handing the chunks back to the
-// scanners and keeping the record blocks.
+// reset drops the buffered entries, keeping pages of the usual size for
+// reuse.
 func (o *owner) reset() {
-	for i, c := range o.chunks {
-		putBuf(c)
-		o.chunks[i] = nil
+	for i := range o.slotBufs {
+		sb := &o.slotBufs[i]
+		for _, pg := range sb.pages {
+			if cap(pg) == o.pageSize {
+				o.free = append(o.free, pg[:0])
+			}
+		}
+		*sb = slotBuf{pages: sb.pages[:0]}
 	}
-	o.chunks = o.chunks[:0]
-	o.chunkBytes = 0
-	o.nrecs = 0
+	o.held = 0
 }
 
 func (o *owner) spill() error {
-	if o.nrecs == 0 {
+	counts := make([]int32, len(o.slotBufs))
+	some := false
+	for i := range o.slotBufs {
+		counts[i] = o.slotBufs[i].n
+		some = some || counts[i] > 0
+	}
+	if !some {
 		return nil
 	}
-	counts := o.grouped()
 	p := filepath.Join(o.spillDir, fsx.TempName(SpillPrefix))
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -173,12 +162,13 @@ func (o *owner) spill() error {
 	o.runs = append(o.runs, &run{path: p, counts: counts})
 	o.spills++
 	// A run holds the framed entries (as in the stream, no flags) in slot
-	// order.
+	// order: the slots' pages one after the other.
 	w := bufio.NewWriterSize(f, 256<<10)
-	for _, p := range o.order {
-		e := o.entry(p)
-		w.Write(e)
-		o.spilled += int64(len(e))
+	for i := range o.slotBufs {
+		for _, pg := range o.slotBufs[i].pages {
+			w.Write(pg)
+			o.spilled += int64(len(pg))
+		}
 	}
 	err = w.Flush()
 	if cerr := f.Close(); err == nil {
@@ -248,13 +238,12 @@ func (o *owner) cleanup() {
 		os.Remove(r.path)
 	}
 	o.runs = nil
-	o.reset()
-	o.chunks, o.recs, o.order = nil, nil, nil
+	o.slotBufs, o.free = nil, nil
+	o.held = 0
 }
 
 // write merges runs and memory into the owner's file in dir.
 func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) error {
-	counts := o.grouped()
 	type runReader struct {
 		f *os.File
 		r *bufio.Reader
@@ -285,7 +274,6 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 		return err
 	}
 	var kbuf []byte
-	mi := 0
 	for kg := o.lo; kg <= o.hi; kg++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -293,7 +281,11 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 		started := false
 		for s := 0; s < o.nStates; s++ {
 			slot := (kg-o.lo)*o.nStates + s
-			left := int(counts[slot])
+			var sb slotBuf
+			if o.slotBufs != nil {
+				sb = o.slotBufs[slot]
+			}
+			left := int(sb.n)
 			for _, r := range o.runs {
 				left += int(r.counts[slot])
 			}
@@ -318,27 +310,15 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 					}
 				}
 			}
-			// Entries sit in arrival order, so each is a cache miss: load
-			// the lengths of a group first (independent loads, whose misses
-			// overlap), then write the group.
-			for n := int(counts[slot]); n > 0; {
-				g := min(n, gatherGroup)
-				var kl [gatherGroup]uint32
-				for j := range g {
-					kl[j] = o.keyLen(o.order[mi+j])
+			// The slot's pages hold whole framed entries back to back;
+			// the last page ends with the run's last entry.
+			for pi, pg := range sb.pages {
+				if testDamageEntry != nil {
+					testDamageEntry(pg[:framedLen(pg)])
 				}
-				for j := range g {
-					left--
-					e := o.entryKL(o.order[mi+j], kl[j])
-					if testDamageEntry != nil {
-						testDamageEntry(e)
-					}
-					if err := sw.AddFramed(s, e, left == 0); err != nil {
-						return err
-					}
+				if err := sw.AddFramedRun(s, pg, pi == len(sb.pages)-1, int(sb.lastOff)); err != nil {
+					return err
 				}
-				mi += g
-				n -= g
 			}
 		}
 	}

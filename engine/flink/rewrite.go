@@ -375,18 +375,17 @@ func copyFile(from, to string, size int64) error {
 	return err
 }
 
-// rec is one buffered entry: its new key group and state, and where its
+// rec is one routed entry: its new key group and state, and where its
 // framed bytes (i32 keyLen, key with the new prefix, i32 valueLen, value:
-// exactly what the stream holds) sit in an arena.
+// exactly what the stream holds) sit in its batch's buffer.
 type rec struct {
 	kg, state int32
 	off       uint64
 }
 
-const recSize = 16
 
-// batchBytes is the size of a scanner's batch buffer; owners keep the
-// buffers as arena chunks and hand them back after a spill.
+// batchBytes is the size of a scanner's batch buffer; owners copy the
+// entries into their slots and hand the buffer back.
 const batchBytes = 256 << 10
 
 type batch struct {

@@ -145,18 +145,54 @@ func (w *StreamWriter) Add(stateID int, key, value []byte) error {
 // the caller, which knows the run lengths, so nothing is buffered or
 // copied here). Add and AddFramed must not be mixed within a key group.
 func (w *StreamWriter) AddFramed(stateID int, e []byte, last bool) error {
-	if w.kg < 0 {
-		return fmt.Errorf("%w: entry before the first key group", snapshotfmt.ErrInvalidArgument)
+	if err := checkFramed(e, true); err != nil {
+		return err
 	}
+	return w.addFramed(stateID, e, last, 0)
+}
+
+// AddFramedRun writes b, framed entries of one state back to back, as
+// AddFramed would write them one by one but in one write. With last, b
+// ends the state's run and lastOff is where b's last entry starts (its
+// flag is set in place). Only the framing of b's first and last entries
+// is checked here; Rewrite re-reads every entry before publishing.
+func (w *StreamWriter) AddFramedRun(stateID int, b []byte, last bool, lastOff int) error {
+	if err := checkFramed(b, false); err != nil {
+		return err
+	}
+	if last {
+		if lastOff < 0 || lastOff >= len(b) {
+			return fmt.Errorf("%w: last entry at %d of a %d-byte run", snapshotfmt.ErrInvalidArgument, lastOff, len(b))
+		}
+		if err := checkFramed(b[lastOff:], true); err != nil {
+			return err
+		}
+	}
+	return w.addFramed(stateID, b, last, lastOff)
+}
+
+// checkFramed checks the framing of the entry at the start of e (and that
+// it fills e, with whole) and that its prefix has no flag.
+func checkFramed(e []byte, whole bool) error {
 	if len(e) < 9 {
 		return fmt.Errorf("%w: framed entry of %d bytes", snapshotfmt.ErrInvalidArgument, len(e))
 	}
 	kl := int64(binary.BigEndian.Uint32(e))
-	if kl < 1 || kl > int64(len(e))-8 || 8+kl+int64(binary.BigEndian.Uint32(e[4+kl:])) != int64(len(e)) {
+	if kl < 1 || kl > int64(len(e))-8 {
 		return fmt.Errorf("%w: framed entry of %d bytes with key length %d", snapshotfmt.ErrInvalidArgument, len(e), kl)
+	}
+	if n := 8 + kl + int64(binary.BigEndian.Uint32(e[4+kl:])); n > int64(len(e)) || whole && n != int64(len(e)) {
+		return fmt.Errorf("%w: framed entry of %d bytes in %d", snapshotfmt.ErrInvalidArgument, n, len(e))
 	}
 	if e[4]&metaFollowsFlag != 0 {
 		return fmt.Errorf("%w: key %x has no key-group prefix below 0x80", snapshotfmt.ErrInvalidArgument, e[4:4+kl])
+	}
+	return nil
+}
+
+func (w *StreamWriter) addFramed(stateID int, e []byte, last bool, lastOff int) error {
+	if w.kg < 0 {
+		return fmt.Errorf("%w: entry before the first key group", snapshotfmt.ErrInvalidArgument)
 	}
 	if stateID < 0 || stateID >= endOfKeyGroup {
 		return fmt.Errorf("%w: state id %d", snapshotfmt.ErrInvalidArgument, stateID)
@@ -176,7 +212,7 @@ func (w *StreamWriter) AddFramed(stateID int, e []byte, last bool) error {
 		return fmt.Errorf("%w: state %d has two runs in key group %d", snapshotfmt.ErrInvalidArgument, stateID, w.kg)
 	}
 	if last {
-		e[4] |= metaFollowsFlag
+		e[lastOff+4] |= metaFollowsFlag
 	}
 	w.runOpen = !last
 	_, err := w.out.Write(e)
