@@ -383,7 +383,6 @@ type rec struct {
 	off       uint64
 }
 
-
 // batchBytes is the size of a scanner's batch buffer; owners copy the
 // entries into their slots and hand the buffer back.
 const batchBytes = 256 << 10
