@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -146,17 +147,16 @@ func TestRewriteSelfCheckCatchesDamage(t *testing.T) {
 		"prefix": func(e []byte) { e[4] = (e[4] + 1) % 128 },
 	} {
 		for _, src := range []string{"testdata/probe-heap-files", "testdata/probe-heap-files-snappy"} {
-			done := false
+			var done atomic.Bool // owners write concurrently
 			testDamageEntry = func(e []byte) {
-				if !done && len(e) > 9 {
+				if len(e) > 9 && done.CompareAndSwap(false, true) {
 					damage(e)
-					done = true
 				}
 			}
 			dir := t.TempDir()
 			dst := filepath.Join(dir, "out")
 			_, err := Rewrite(context.Background(), src, dst, RewriteOptions{MaxParallelism: 128, Parallelism: 2})
-			if !done {
+			if !done.Load() {
 				t.Fatalf("%s %s: nothing damaged", name, src)
 			}
 			if err == nil || !strings.Contains(err.Error(), "self-verification") {
