@@ -85,7 +85,7 @@ func (o *owner) collect(ch chan *batch) error {
 	for b := range ch {
 		if o.slotBufs == nil {
 			o.slotBufs = make([]slotBuf, o.slots())
-			o.pageSize = int(min(max(o.budget/int64(8*o.slots()), minPage), maxPage))
+			o.pageSize = int(min(max(o.budget/int64(8*max(o.slots(), 1)), minPage), maxPage))
 		}
 		for i := range b.recs {
 			r := &b.recs[i]

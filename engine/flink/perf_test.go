@@ -269,3 +269,56 @@ func BenchmarkReadSection(b *testing.B) {
 	}
 	b.ReportMetric((cpuTime()-c0).Seconds()/float64(b.N), "cpu-s/op")
 }
+
+// TestStreamWriterFramedRun: a run written page by page with AddFramedRun
+// is the same stream as its entries written one by one with AddFramed.
+func TestStreamWriterFramedRun(t *testing.T) {
+	hdr := []byte{0, 0, 0, 6, 0}
+	var pages [][]byte
+	var all [][]byte
+	lastOff := 0
+	for p := 0; p < 3; p++ {
+		var pg []byte
+		for i := 0; i < 4; i++ {
+			e := binary.BigEndian.AppendUint32(nil, 3)
+			e = append(e, 5, 'k', byte('a'+p*4+i))
+			e = binary.BigEndian.AppendUint32(e, 2)
+			e = append(e, 'v', byte(i))
+			lastOff = len(pg)
+			pg = append(pg, e...)
+			all = append(all, bytes.Clone(e))
+		}
+		pages = append(pages, pg)
+	}
+	var a, b bytes.Buffer
+	wa, _ := NewStreamWriter(&a, hdr, 5, 1)
+	wb, _ := NewStreamWriter(&b, hdr, 5, 1)
+	wa.StartKeyGroup(5)
+	wb.StartKeyGroup(5)
+	for i, e := range all {
+		if err := wa.AddFramed(2, e, i == len(all)-1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, pg := range pages {
+		if err := wb.AddFramedRun(2, pg, i == len(pages)-1, lastOff); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oa, _, err := wa.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, _, err := wb.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) || !slicesEqual(oa, ob) {
+		t.Fatalf("AddFramedRun wrote\n%x\nAddFramed wrote\n%x", b.Bytes(), a.Bytes())
+	}
+	w, _ := NewStreamWriter(&bytes.Buffer{}, hdr, 5, 1)
+	w.StartKeyGroup(5)
+	if err := w.AddFramedRun(2, pages[0], true, 3); err == nil {
+		t.Fatal("a last offset inside an entry was accepted")
+	}
+}
