@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // BenchmarkRewrite rewrites a generated probe savepoint from max
@@ -29,9 +30,12 @@ func BenchmarkRewrite(b *testing.B) {
 	}
 	b.SetBytes(size)
 	b.ResetTimer()
+	var cpu time.Duration
 	for i := 0; i < b.N; i++ {
 		dst := filepath.Join(dir, "out"+strconv.Itoa(i))
+		c0 := cpuTime()
 		res, err := Rewrite(context.Background(), src, dst, RewriteOptions{MaxParallelism: 128})
+		cpu += cpuTime() - c0
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -40,4 +44,5 @@ func BenchmarkRewrite(b *testing.B) {
 		os.RemoveAll(dst)
 		b.StartTimer()
 	}
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 }

@@ -18,7 +18,12 @@ type ScanOptions struct {
 	Parallelism int
 	// CheckKeys rehashes every key and checks its key group (Verify).
 	CheckKeys bool
-	Progress  Progress
+	// framedFP fingerprints each entry as framed in the stream, key-group
+	// prefix included (Rewrite's self-check, against fingerprints taken
+	// while routing), instead of without its prefix (comparable across
+	// max parallelisms).
+	framedFP bool
+	Progress Progress
 }
 
 // Report is what a full read of a savepoint found: the model that inspect
@@ -286,7 +291,15 @@ func (sp *Savepoint) scan(ctx context.Context, opts ScanOptions) (*Report, error
 				}
 			}
 			var sum xxh3.Uint128
-			l.hbuf, sum = entryHash(l.hbuf, e.Key[w2:], e.Value)
+			if opts.framedFP {
+				f := e.Framed(l.hbuf)
+				if e.framed == nil {
+					l.hbuf = f
+				}
+				sum = xxh3.Hash128(f)
+			} else {
+				l.hbuf, sum = entryHash(l.hbuf, e.Key[w2:], e.Value)
+			}
 			sf.fp[id].add(sum, len(e.Key)-w2+len(e.Value))
 			return nil
 		})

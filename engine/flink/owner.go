@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/rebucket/rebucket/internal/fsx"
 )
@@ -15,40 +16,47 @@ import (
 // owner collects the entries of a contiguous key-group range [lo, hi] and
 // writes them as one canonical keyed-state file. A canonical stream needs
 // entries grouped by key group and, inside it, by state, in no particular
-// order otherwise; so the owner groups (a counting sort over the
-// (key group, state) slots) and never compares keys. When its memory share
-// is full it writes the buffered entries as a run already grouped, with
-// the entry count of every slot; writing merges the runs and the memory
-// slot by slot, reading each run once, sequentially.
+// order otherwise; so the owner appends each arriving entry to the pages
+// of its (key group, state) slot and never compares keys: grouping costs
+// one sequential copy, and writing reads every page front to back (no
+// gather from arrival order, whose cache misses dominated). When its
+// memory share is full it writes the buffered slots as a run already
+// grouped, with the entry count of every slot; writing merges the runs and
+// the memory slot by slot, reading each run once, sequentially.
 type owner struct {
 	lo, hi   int
 	nStates  int
 	budget   int64
 	spillDir string
 	name     string
-	chunk    int // arena chunk size, from the budget
 
-	// Buffered entries live in fixed-size chunks (no copying on growth,
-	// exact accounting); rec.off is chunk<<32 | offset.
-	chunks  [][]byte
-	free    [][]byte // chunks kept for reuse after a spill
-	recs    [][]rec  // blocks of recBlock records
-	nrecs   int
-	order   []int32 // grouping permutation, reused
-	runs    []*run
-	spilled int64
-	spills  int // runs written (before merging)
-	entries uint64
-	handle  *KeyedHandle
+	slotBufs []slotBuf // by slot, allocated on the first entry
+	pageSize int
+	held     int64    // capacity of the pages in slotBufs
+	free     [][]byte // pages of pageSize kept after a spill (held again when reused)
+	runs     []*run
+	spilled  int64
+	spills   int // runs written (before merging)
+	entries  uint64
+	handle   *KeyedHandle
+}
+
+// slotBuf holds the framed entries of one (key group, state) slot in
+// pages; the last page is being filled.
+type slotBuf struct {
+	pages   [][]byte
+	n       int32 // entries
+	lastOff int32 // where the last entry starts in the last page
 }
 
 const (
-	maxChunk = 4 << 20
-	minChunk = 64 << 10
-	recBlock = 1 << 13
 	// maxRuns bounds the runs merged at once (open files and read
 	// buffers); more are first merged into one.
 	maxRuns = 32
+	// Page sizes: a share of the budget per slot, so the partly filled
+	// last pages stay a small part of it.
+	minPage = 512
+	maxPage = 64 << 10
 )
 
 type run struct {
@@ -60,62 +68,38 @@ func (o *owner) slots() int { return (o.hi - o.lo + 1) * o.nStates }
 
 func (o *owner) slot(r *rec) int { return (int(r.kg)-o.lo)*o.nStates + int(r.state) }
 
-func (o *owner) rec(i int) *rec { return &o.recs[i/recBlock][i%recBlock] }
-
-// held is the memory the buffered entries take.
-func (o *owner) held() int64 {
-	var n int64
-	for _, c := range o.chunks {
-		n += int64(cap(c))
-	}
-	return n + int64(len(o.recs))*recBlock*recSize + int64(cap(o.order))*4
+// framedLen is the length of the framed entry at the start of b.
+func framedLen(b []byte) int {
+	kl := int(binary.BigEndian.Uint32(b))
+	return 8 + kl + int(binary.BigEndian.Uint32(b[4+kl:]))
 }
 
-// place copies an entry's bytes into the arena and returns its offset.
-func (o *owner) place(b []byte) int64 {
-	n := len(o.chunks)
-	if n == 0 || cap(o.chunks[n-1])-len(o.chunks[n-1]) < len(b) {
-		var c []byte
-		if o.chunk == 0 {
-			o.chunk = int(min(max(o.budget/16, minChunk), maxChunk))
-		}
-		if len(o.free) > 0 && len(b) <= cap(o.free[len(o.free)-1]) {
-			c, o.free = o.free[len(o.free)-1][:0], o.free[:len(o.free)-1]
-		} else {
-			c = make([]byte, 0, max(o.chunk, len(b)))
-		}
-		o.chunks = append(o.chunks, c)
-		n++
-	}
-	c := o.chunks[n-1]
-	off := int64(n-1)<<32 | int64(len(c))
-	o.chunks[n-1] = append(c, b...)
-	return off
-}
+// testDamageEntry, set by tests only, alters the first framed entry of
+// every page as it is written, to prove the self-check catches what it
+// must.
+var testDamageEntry func(e []byte)
 
-func (o *owner) entry(r *rec) []byte {
-	c := o.chunks[r.off>>32]
-	off := r.off & (1<<32 - 1)
-	return c[off : off+int64(r.klen)+int64(r.vlen)]
-}
-
+// collect copies the entries of the batches routed to this owner into
+// their slots and hands the batch buffers back to the scanners.
 func (o *owner) collect(ch chan *batch) error {
 	for b := range ch {
-		for _, r := range b.recs {
+		if o.slotBufs == nil {
+			o.slotBufs = make([]slotBuf, o.slots())
+			o.pageSize = int(min(max(o.budget/int64(8*max(o.slots(), 1)), minPage), maxPage))
+		}
+		for i := range b.recs {
+			r := &b.recs[i]
 			if int(r.kg) < o.lo || int(r.kg) > o.hi {
 				return fmt.Errorf("internal error: key group %d routed to the owner of %d..%d", r.kg, o.lo, o.hi)
 			}
-			r.off = o.place(b.buf[r.off : r.off+int64(r.klen)+int64(r.vlen)])
-			if o.nrecs%recBlock == 0 && o.nrecs/recBlock == len(o.recs) {
-				o.recs = append(o.recs, make([]rec, recBlock))
-			}
-			*o.rec(o.nrecs) = r
-			o.nrecs++
+			e := b.buf[r.off:]
+			o.add(o.slot(r), e[:framedLen(e)])
 		}
 		o.entries += uint64(len(b.recs))
-		b.buf, b.recs = b.buf[:0], b.recs[:0]
+		putBuf(b.buf)
+		b.buf, b.recs = nil, b.recs[:0]
 		batchPool.Put(b)
-		if o.held() >= o.budget {
+		if o.held >= o.budget {
 			if err := o.spill(); err != nil {
 				return err
 			}
@@ -124,43 +108,52 @@ func (o *owner) collect(ch chan *batch) error {
 	return nil
 }
 
-// grouped orders the buffered entries by slot (stable counting sort) into
-// o.order and returns the count of each slot.
-func (o *owner) grouped() []int32 {
-	counts := make([]int32, o.slots())
-	for i := 0; i < o.nrecs; i++ {
-		counts[o.slot(o.rec(i))]++
+// add appends a framed entry to its slot.
+func (o *owner) add(slot int, e []byte) {
+	sb := &o.slotBufs[slot]
+	np := len(sb.pages)
+	if np == 0 || cap(sb.pages[np-1])-len(sb.pages[np-1]) < len(e) {
+		var pg []byte
+		if len(e) <= o.pageSize && len(o.free) > 0 {
+			pg, o.free = o.free[len(o.free)-1], o.free[:len(o.free)-1]
+		} else {
+			pg = make([]byte, 0, max(o.pageSize, len(e)))
+		}
+		o.held += int64(cap(pg))
+		sb.pages = append(sb.pages, pg)
+		np++
 	}
-	start := make([]int32, len(counts))
-	var n int32
-	for i, c := range counts {
-		start[i] = n
-		n += c
-	}
-	if cap(o.order) < o.nrecs {
-		o.order = make([]int32, o.nrecs)
-	}
-	o.order = o.order[:o.nrecs]
-	for i := 0; i < o.nrecs; i++ {
-		s := o.slot(o.rec(i))
-		o.order[start[s]] = int32(i)
-		start[s]++
-	}
-	return counts
+	pg := sb.pages[np-1]
+	sb.lastOff = int32(len(pg))
+	sb.pages[np-1] = append(pg, e...)
+	sb.n++
 }
 
-// reset drops the buffered entries, keeping chunks and blocks for reuse.
+// reset drops the buffered entries, keeping pages of the usual size for
+// reuse.
 func (o *owner) reset() {
-	o.free = append(o.free, o.chunks...)
-	o.chunks = o.chunks[:0]
-	o.nrecs = 0
+	for i := range o.slotBufs {
+		sb := &o.slotBufs[i]
+		for _, pg := range sb.pages {
+			if cap(pg) == o.pageSize {
+				o.free = append(o.free, pg[:0])
+			}
+		}
+		*sb = slotBuf{pages: sb.pages[:0]}
+	}
+	o.held = 0
 }
 
 func (o *owner) spill() error {
-	if o.nrecs == 0 {
+	counts := make([]int32, len(o.slotBufs))
+	some := false
+	for i := range o.slotBufs {
+		counts[i] = o.slotBufs[i].n
+		some = some || counts[i] > 0
+	}
+	if !some {
 		return nil
 	}
-	counts := o.grouped()
 	p := filepath.Join(o.spillDir, fsx.TempName(SpillPrefix))
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -168,15 +161,14 @@ func (o *owner) spill() error {
 	}
 	o.runs = append(o.runs, &run{path: p, counts: counts})
 	o.spills++
+	// A run holds the framed entries (as in the stream, no flags) in slot
+	// order: the slots' pages one after the other.
 	w := bufio.NewWriterSize(f, 256<<10)
-	var hdr [8]byte
-	for _, i := range o.order {
-		r := o.rec(int(i))
-		binary.BigEndian.PutUint32(hdr[:4], r.klen)
-		binary.BigEndian.PutUint32(hdr[4:], r.vlen)
-		w.Write(hdr[:])
-		w.Write(o.entry(r))
-		o.spilled += 8 + int64(r.klen) + int64(r.vlen)
+	for i := range o.slotBufs {
+		for _, pg := range o.slotBufs[i].pages {
+			w.Write(pg)
+			o.spilled += int64(len(pg))
+		}
 	}
 	err = w.Flush()
 	if cerr := f.Close(); err == nil {
@@ -212,18 +204,15 @@ func (o *owner) compact() error {
 			defer rf.Close()
 			readers[i] = bufio.NewReaderSize(rf, 64<<10)
 		}
-		var hdr [8]byte
+		var buf []byte
 		for slot := range merged.counts {
 			for i, r := range o.runs {
 				for c := r.counts[slot]; c > 0; c-- {
-					if _, err := io.ReadFull(readers[i], hdr[:]); err != nil {
-						return fmt.Errorf("read spill run: %w", err)
+					var err error
+					if buf, err = readFramed(readers[i], buf); err != nil {
+						return err
 					}
-					n := int64(binary.BigEndian.Uint32(hdr[:4])) + int64(binary.BigEndian.Uint32(hdr[4:]))
-					w.Write(hdr[:])
-					if _, err := io.CopyN(w, readers[i], n); err != nil {
-						return fmt.Errorf("read spill run: %w", err)
-					}
+					w.Write(buf)
 				}
 				merged.counts[slot] += r.counts[slot]
 			}
@@ -249,12 +238,12 @@ func (o *owner) cleanup() {
 		os.Remove(r.path)
 	}
 	o.runs = nil
-	o.chunks, o.free, o.recs, o.order = nil, nil, nil, nil
+	o.slotBufs, o.free = nil, nil
+	o.held = 0
 }
 
 // write merges runs and memory into the owner's file in dir.
 func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) error {
-	counts := o.grouped()
 	type runReader struct {
 		f *os.File
 		r *bufio.Reader
@@ -285,51 +274,49 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 		return err
 	}
 	var kbuf []byte
-	mi := 0
 	for kg := o.lo; kg <= o.hi; kg++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		started := false
-		start := func() error {
-			if started {
-				return nil
-			}
-			started = true
-			return sw.StartKeyGroup(kg)
-		}
 		for s := 0; s < o.nStates; s++ {
 			slot := (kg-o.lo)*o.nStates + s
+			var sb slotBuf
+			if o.slotBufs != nil {
+				sb = o.slotBufs[slot]
+			}
+			left := int(sb.n)
+			for _, r := range o.runs {
+				left += int(r.counts[slot])
+			}
+			if left == 0 {
+				continue
+			}
+			if !started {
+				if err := sw.StartKeyGroup(kg); err != nil {
+					return err
+				}
+				started = true
+			}
 			for i, r := range o.runs {
 				for c := r.counts[slot]; c > 0; c-- {
-					var hdr [8]byte
-					if _, err := io.ReadFull(readers[i].r, hdr[:]); err != nil {
-						return fmt.Errorf("read spill run: %w", err)
-					}
-					kl, vl := binary.BigEndian.Uint32(hdr[:4]), binary.BigEndian.Uint32(hdr[4:])
-					if cap(kbuf) < int(kl+vl) {
-						kbuf = make([]byte, kl+vl)
-					}
-					kbuf = kbuf[:kl+vl]
-					if _, err := io.ReadFull(readers[i].r, kbuf); err != nil {
-						return fmt.Errorf("read spill run: %w", err)
-					}
-					if err := start(); err != nil {
+					var err error
+					if kbuf, err = readFramed(readers[i].r, kbuf); err != nil {
 						return err
 					}
-					if err := sw.Add(s, kbuf[:kl], kbuf[kl:]); err != nil {
+					left--
+					if err := sw.AddFramed(s, kbuf, left == 0); err != nil {
 						return err
 					}
 				}
 			}
-			for c := counts[slot]; c > 0; c-- {
-				r := o.rec(int(o.order[mi]))
-				mi++
-				if err := start(); err != nil {
-					return err
+			// The slot's pages hold whole framed entries back to back;
+			// the last page ends with the run's last entry.
+			for pi, pg := range sb.pages {
+				if testDamageEntry != nil {
+					testDamageEntry(pg[:framedLen(pg)])
 				}
-				e := o.entry(r)
-				if err := sw.Add(s, e[:r.klen], e[r.klen:]); err != nil {
+				if err := sw.AddFramedRun(s, pg, pi == len(sb.pages)-1, int(sb.lastOff)); err != nil {
 					return err
 				}
 			}
@@ -347,4 +334,27 @@ func (o *owner) write(ctx context.Context, dir string, _ int, header []byte) err
 	}
 	o.handle = &KeyedHandle{StartKeyGroup: int32(o.lo), Offsets: offsets, Delegate: &StreamHandle{Type: handleRelativeFile, Path: o.name, Size: size}}
 	return nil
+}
+
+// readFramed reads one framed entry (i32 keyLen, key, i32 valueLen,
+// value) of a spill run into buf.
+func readFramed(r *bufio.Reader, buf []byte) ([]byte, error) {
+	buf = buf[:0]
+	for part := 0; part < 2; part++ {
+		var l [4]byte
+		if _, err := io.ReadFull(r, l[:]); err != nil {
+			return buf, fmt.Errorf("read spill run: %w", err)
+		}
+		n := int(binary.BigEndian.Uint32(l[:]))
+		buf = append(buf, l[:]...)
+		if cap(buf)-len(buf) < n {
+			buf = slices.Grow(buf, n)
+		}
+		at := len(buf)
+		buf = buf[:at+n]
+		if _, err := io.ReadFull(r, buf[at:]); err != nil {
+			return buf, fmt.Errorf("read spill run: %w", err)
+		}
+	}
+	return buf, nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/zeebo/xxh3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rebucket/rebucket/engine/flink/keytype"
@@ -243,7 +244,11 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 		return nil, fmt.Errorf("self-verification: new _metadata does not decode: %w", err)
 	}
 	out := &Savepoint{Dir: tmp, Meta: md2, MetaBytes: mdBytes}
-	rep, err := out.scan(ctx, ScanOptions{Parallelism: opts.Parallelism, CheckKeys: true})
+	// Keys need not be rehashed here: the source fingerprints cover each
+	// entry framed with the key group its key hashed to, so equal
+	// fingerprints prove every written prefix is that key group; the scan
+	// checks framing, bounds, and that each prefix is its section's.
+	rep, err := out.scan(ctx, ScanOptions{Parallelism: opts.Parallelism, framedFP: true})
 	if err != nil {
 		return nil, fmt.Errorf("self-verification: %w", err)
 	}
@@ -370,22 +375,35 @@ func copyFile(from, to string, size int64) error {
 	return err
 }
 
-// rec is one buffered entry: its new key group and state, and where its
-// key (with the new prefix) and value sit in an arena.
+// rec is one routed entry: its new key group and state, and where its
+// framed bytes (i32 keyLen, key with the new prefix, i32 valueLen, value:
+// exactly what the stream holds) sit in its batch's buffer.
 type rec struct {
-	kg, state  int32
-	off        int64
-	klen, vlen uint32
+	kg, state int32
+	off       uint64
 }
 
-const recSize = 24
+// batchBytes is the size of a scanner's batch buffer; owners copy the
+// entries into their slots and hand the buffer back.
+const batchBytes = 256 << 10
 
 type batch struct {
 	buf  []byte
 	recs []rec
 }
 
-var batchPool = sync.Pool{New: func() any { return &batch{buf: make([]byte, 0, 256<<10)} }}
+var (
+	batchPool = sync.Pool{New: func() any { return &batch{} }}
+	bufPool   = sync.Pool{New: func() any { return make([]byte, 0, batchBytes) }}
+)
+
+func getBuf() []byte { return bufPool.Get().([]byte)[:0] }
+
+func putBuf(b []byte) {
+	if cap(b) == batchBytes {
+		bufPool.Put(b[:0]) //nolint:staticcheck // a slice header per batch is nothing
+	}
+}
 
 type spillStats struct {
 	runs  int
@@ -408,6 +426,11 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 		owners[i] = &owner{lo: lo, hi: hi, nStates: nStates, budget: opts.Memory / int64(files), spillDir: spillDir,
 			name: fmt.Sprintf("keyed-%s-%d-of-%d", k.op.IDString(), i, files)}
 		chans[i] = make(chan *batch, 4)
+	}
+	pow2 := m&(m-1) == 0
+	ownerOf := make([]uint16, m) // files <= m <= 32768
+	for kg := range ownerOf {
+		ownerOf[kg] = uint16(keytype.OperatorIndex(kg, m, files))
 	}
 	var entries atomic.Uint64
 	g, gctx := errgroup.WithContext(ctx)
@@ -432,7 +455,6 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 		type local struct {
 			batches []*batch
 			fp      *stateFPs
-			hbuf    []byte
 		}
 		locals := make([]*local, max(workers, 1))
 		var mu sync.Mutex
@@ -457,34 +479,50 @@ func rewriteOperator(ctx context.Context, k *keyedOp, m, files int, dir, spillDi
 				if err != nil {
 					return fmt.Errorf("%s: key group %d: %w", s.Where, j.sec.KeyGroup, err)
 				}
-				kg := keytype.KeyGroup(h, m)
+				// keytype.KeyGroup and OperatorIndex without a division
+				// per entry.
+				mh := int(keytype.MurmurHash(h))
+				kg := mh & (m - 1)
+				if !pow2 {
+					kg = mh % m
+				}
 				hv := e.Key[oldW:]
-				var sum xxh3Uint128
-				l.hbuf, sum = entryHash(l.hbuf, hv, e.Value)
-				l.fp.fp[id].add(sum, len(hv)+len(e.Value))
-				oi := keytype.OperatorIndex(kg, m, files)
+				oi := int(ownerOf[kg])
 				b := l.batches[oi]
+				klen, vlen := newW+len(hv), len(e.Value)
+				need := 8 + klen + vlen
+				if b != nil && cap(b.buf)-len(b.buf) < need && len(b.recs) > 0 {
+					select {
+					case chans[oi] <- b:
+					case <-gctx.Done():
+						return gctx.Err()
+					}
+					b = nil
+				}
 				if b == nil {
 					b = batchPool.Get().(*batch)
+					b.buf = getBuf()
 					l.batches[oi] = b
 				}
-				off := int64(len(b.buf))
+				if cap(b.buf) < need {
+					b.buf = make([]byte, 0, need) // one entry larger than a batch
+				}
+				off := len(b.buf)
+				b.buf = binary.BigEndian.AppendUint32(b.buf, uint32(klen))
 				if newW == 2 {
 					b.buf = binary.BigEndian.AppendUint16(b.buf, uint16(kg))
 				} else {
 					b.buf = append(b.buf, byte(kg))
 				}
 				b.buf = append(b.buf, hv...)
+				b.buf = binary.BigEndian.AppendUint32(b.buf, uint32(vlen))
 				b.buf = append(b.buf, e.Value...)
-				b.recs = append(b.recs, rec{kg: int32(kg), state: int32(id), off: off, klen: uint32(newW + len(hv)), vlen: uint32(len(e.Value))})
-				if len(b.buf) >= 256<<10 {
-					select {
-					case chans[oi] <- b:
-					case <-gctx.Done():
-						return gctx.Err()
-					}
-					l.batches[oi] = nil
-				}
+				// The source fingerprint covers the entry exactly as it
+				// must appear in the output, new prefix included: the
+				// self-check's fingerprints of the written files then
+				// prove every prefix is its key's hashed key group.
+				l.fp.fp[id].add(xxh3.Hash128(b.buf[off:]), len(hv)+vlen)
+				b.recs = append(b.recs, rec{kg: int32(kg), state: int32(id), off: uint64(off)})
 				return nil
 			})
 			opts.Progress.Add(j.sec.End - j.sec.Start)

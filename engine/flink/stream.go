@@ -119,6 +119,23 @@ type Entry struct {
 	StateID int
 	Key     []byte
 	Value   []byte
+	// framed is the whole entry as in the stream (i32 keyLen, key with the
+	// flag cleared, i32 valueLen, value) when it lies in the read buffer
+	// in one piece; nil otherwise.
+	framed []byte
+}
+
+// Framed returns the entry as the stream frames it (i32 keyLen, key with
+// the flag cleared, i32 valueLen, value), from the read buffer when it is
+// there in one piece, else built in buf.
+func (e *Entry) Framed(buf []byte) []byte {
+	if e.framed != nil {
+		return e.framed
+	}
+	buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(e.Key)))
+	buf = append(buf, e.Key...)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(e.Value)))
+	return append(buf, e.Value...)
 }
 
 // SectionStats tells what reading a section found.
@@ -171,43 +188,60 @@ func (s *sectionReader) bytes(buf []byte, min int) ([]byte, error) {
 // entry reads one key/value pair. While the pair fits in the buffered
 // reader it is returned as slices of the reader's buffer (no copy), valid
 // until the next read; larger pairs are copied into reusable buffers.
-func (s *sectionReader) entry() (key, val []byte, err error) {
+func (s *sectionReader) entry() (key, val, framed []byte, err error) {
+	// Fast path: the whole entry is already buffered and every bound
+	// holds; anything else takes the checked path below, which reports.
+	if nb := s.br.Buffered(); nb >= 8 {
+		b, _ := s.br.Peek(nb) // buffered: no read, no error
+		kl := int64(int32(binary.BigEndian.Uint32(b)))
+		if kl >= 1 && kl <= s.limit && 8+kl <= int64(nb) {
+			vl := int64(int32(binary.BigEndian.Uint32(b[4+kl:])))
+			t := 8 + kl + vl
+			if vl >= 0 && vl <= s.limit && t <= int64(nb) && (s.remaining < 0 || t <= s.remaining) {
+				s.br.Discard(int(t))
+				if s.remaining >= 0 {
+					s.remaining -= t
+				}
+				return b[4 : 4+kl], b[8+kl : t], b[:t], nil
+			}
+		}
+	}
 	hdr, err := s.br.Peek(4)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	kl := int64(int32(binary.BigEndian.Uint32(hdr)))
 	if kl < 1 || kl > s.limit || (s.remaining >= 0 && kl+8 > s.remaining) {
-		return nil, nil, fmt.Errorf("key length %d out of bounds", kl)
+		return nil, nil, nil, fmt.Errorf("key length %d out of bounds", kl)
 	}
 	if n := 8 + int(kl); n <= s.br.Size() {
 		b, err := s.br.Peek(n)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		vl := int64(int32(binary.BigEndian.Uint32(b[4+kl:])))
 		if vl < 0 || vl > s.limit || (s.remaining >= 0 && kl+8+vl > s.remaining) {
-			return nil, nil, fmt.Errorf("value length %d out of bounds", vl)
+			return nil, nil, nil, fmt.Errorf("value length %d out of bounds", vl)
 		}
 		if t := n + int(vl); t <= s.br.Size() {
 			b, err := s.br.Peek(t)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			s.br.Discard(t)
 			if s.remaining >= 0 {
 				s.remaining -= int64(t)
 			}
-			return b[4 : 4+kl], b[8+kl : t], nil
+			return b[4 : 4+kl], b[8+kl : t], b[:t], nil
 		}
 	}
 	if s.key, err = s.bytes(s.key, 1); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if s.val, err = s.bytes(s.val, 0); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return s.key, s.val, nil
+	return s.key, s.val, nil, nil
 }
 
 // ReadSection calls fn for every entry of the section, in stream order.
@@ -251,14 +285,14 @@ func (ks *KeyedStream) ReadSection(sec Section, rd *sectionReader, fn func(Entry
 		if id >= nStates {
 			return st, bad(fmt.Errorf("state id %d, the header declares %d states", id, nStates), "state id")
 		}
-		key, val, err := rd.entry()
+		key, val, framed, err := rd.entry()
 		if err != nil {
 			return st, bad(err, "entry")
 		}
 		last := key[0]&metaFollowsFlag != 0
 		key[0] &^= metaFollowsFlag
 		st.Entries++
-		if err := fn(Entry{StateID: id, Key: key, Value: val}); err != nil {
+		if err := fn(Entry{StateID: id, Key: key, Value: val, framed: framed}); err != nil {
 			return st, err
 		}
 		if !last {

@@ -29,6 +29,7 @@ type StreamWriter struct {
 	state      int // current state id, -1 at the start of a section
 	pk, pv     []byte
 	pending    bool
+	runOpen    bool // AddFramed: the current run's last entry is not written yet
 	scratch    [4]byte
 }
 
@@ -137,9 +138,93 @@ func (w *StreamWriter) Add(stateID int, key, value []byte) error {
 	return nil
 }
 
+// AddFramed writes one entry of the current key group already framed as
+// in the stream: i32 keyLen, key (with its key-group prefix), i32
+// valueLen, value. last says it ends its state's run in this key group:
+// then the 0x80 flag is set on e's first key byte (in place; e belongs to
+// the caller, which knows the run lengths, so nothing is buffered or
+// copied here). Add and AddFramed must not be mixed within a key group.
+func (w *StreamWriter) AddFramed(stateID int, e []byte, last bool) error {
+	if err := checkFramed(e, true); err != nil {
+		return err
+	}
+	return w.addFramed(stateID, e, last, 0)
+}
+
+// AddFramedRun writes b, framed entries of one state back to back, as
+// AddFramed would write them one by one but in one write. With last, b
+// ends the state's run and lastOff is where b's last entry starts (its
+// flag is set in place). Only the framing of b's first and last entries
+// is checked here; Rewrite re-reads every entry before publishing.
+func (w *StreamWriter) AddFramedRun(stateID int, b []byte, last bool, lastOff int) error {
+	if err := checkFramed(b, false); err != nil {
+		return err
+	}
+	if last {
+		if lastOff < 0 || lastOff >= len(b) {
+			return fmt.Errorf("%w: last entry at %d of a %d-byte run", snapshotfmt.ErrInvalidArgument, lastOff, len(b))
+		}
+		if err := checkFramed(b[lastOff:], true); err != nil {
+			return err
+		}
+	}
+	return w.addFramed(stateID, b, last, lastOff)
+}
+
+// checkFramed checks the framing of the entry at the start of e (and that
+// it fills e, with whole) and that its prefix has no flag.
+func checkFramed(e []byte, whole bool) error {
+	if len(e) < 9 {
+		return fmt.Errorf("%w: framed entry of %d bytes", snapshotfmt.ErrInvalidArgument, len(e))
+	}
+	kl := int64(binary.BigEndian.Uint32(e))
+	if kl < 1 || kl > int64(len(e))-8 {
+		return fmt.Errorf("%w: framed entry of %d bytes with key length %d", snapshotfmt.ErrInvalidArgument, len(e), kl)
+	}
+	if n := 8 + kl + int64(binary.BigEndian.Uint32(e[4+kl:])); n > int64(len(e)) || whole && n != int64(len(e)) {
+		return fmt.Errorf("%w: framed entry of %d bytes in %d", snapshotfmt.ErrInvalidArgument, n, len(e))
+	}
+	if e[4]&metaFollowsFlag != 0 {
+		return fmt.Errorf("%w: key %x has no key-group prefix below 0x80", snapshotfmt.ErrInvalidArgument, e[4:4+kl])
+	}
+	return nil
+}
+
+func (w *StreamWriter) addFramed(stateID int, e []byte, last bool, lastOff int) error {
+	if w.kg < 0 {
+		return fmt.Errorf("%w: entry before the first key group", snapshotfmt.ErrInvalidArgument)
+	}
+	if stateID < 0 || stateID >= endOfKeyGroup {
+		return fmt.Errorf("%w: state id %d", snapshotfmt.ErrInvalidArgument, stateID)
+	}
+	if w.pending {
+		return fmt.Errorf("%w: Add and AddFramed mixed in key group %d", snapshotfmt.ErrInvalidArgument, w.kg)
+	}
+	if stateID != w.state {
+		if w.runOpen {
+			return fmt.Errorf("%w: run of state %d in key group %d not ended before state %d", snapshotfmt.ErrInvalidArgument, w.state, w.kg, stateID)
+		}
+		if err := w.u16(stateID); err != nil {
+			return err
+		}
+		w.state = stateID
+	} else if !w.runOpen {
+		return fmt.Errorf("%w: state %d has two runs in key group %d", snapshotfmt.ErrInvalidArgument, stateID, w.kg)
+	}
+	if last {
+		e[lastOff+4] |= metaFollowsFlag
+	}
+	w.runOpen = !last
+	_, err := w.out.Write(e)
+	return err
+}
+
 func (w *StreamWriter) endSection() error {
 	if w.kg < 0 {
 		return nil
+	}
+	if w.runOpen {
+		return fmt.Errorf("%w: run of state %d in key group %d not ended", snapshotfmt.ErrInvalidArgument, w.state, w.kg)
 	}
 	if !w.pending {
 		// A started key group without entries: Flink never writes one;
