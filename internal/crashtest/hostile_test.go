@@ -87,7 +87,13 @@ func TestHostileBigEntries(t *testing.T) {
 		exp := filepath.Join(dir, "export."+format)
 		mustRun(t, "export", src, "--format", format, "--out", exp, "--quiet")
 		back := filepath.Join(dir, "back-"+format)
-		mustRun(t, "import", exp, "--buckets", "3", "--out", back, "--memory", "1MiB", "--quiet")
+		// Multi-MiB rows are above what import holds at --memory 1MiB (a
+		// row takes at most 1/16 of the budget, a footer 1/32: the README's
+		// Limits): refused up front, naming the budget that works.
+		if code, out := run(t, "import", exp, "--buckets", "3", "--out", back, "--memory", "1MiB", "--quiet"); code != 2 || !strings.Contains(out, "--memory") {
+			t.Fatalf("import of multi-MiB rows at --memory 1MiB: exit %d, want 2 naming --memory:\n%s", code, out)
+		}
+		mustRun(t, "import", exp, "--buckets", "3", "--out", back, "--memory", "256MiB", "--quiet")
 		mustRun(t, "verify", back, "--deep", "--quiet")
 		mustRun(t, "verify", back, "--against", src, "--quiet")
 	}
