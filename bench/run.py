@@ -29,6 +29,8 @@ BEGIN = "<!-- bench:begin (written by bench/run.sh; edit outside the markers) --
 END = "<!-- bench:end -->"
 FLINK_BEGIN = "<!-- bench-flink:begin (written by bench/run.sh; edit outside the markers) -->"
 FLINK_END = "<!-- bench-flink:end -->"
+SPARK_BEGIN = "<!-- bench-spark:begin (written by bench/run.sh; edit outside the markers) -->"
+SPARK_END = "<!-- bench-spark:end -->"
 MIB = 1 << 20
 # What `rebucket rewrite --help` states as the fixed overhead above --memory.
 REWRITE_OVERHEAD = 96 * MIB
@@ -204,6 +206,13 @@ class Bench:
         info = machine()
         log(f"work directory {self.dir}; {info['cores']} cores, {info['memory']}, {info['go']}")
 
+        if a.only == "spark":
+            rows = self.spark_rows()
+            md = self.render_spark(info, rows, time.time() - started)
+            out = a.out or ("BENCHMARKS.md" if not a.quick else os.path.join(self.dir, "BENCHMARKS.quick.md"))
+            splice(out, md, SPARK_BEGIN, SPARK_END)
+            print(md)
+            return
         if a.only == "flink":
             flink = self.flink_rows()
             md = self.render_flink(info, flink, time.time() - started)
@@ -447,6 +456,32 @@ class Bench:
         return out
 
 
+    def spark_rows(self):
+        """HDFS-backed Spark checkpoints of a string-keyed count aggregation
+        (generate --engine spark, the layout pyspark 4.3.0 writes, proved by
+        Spark restarts in engine/spark's tests): rebucket's rewrite 2 -> 8
+        (verified before publishing) beside the durable copy."""
+        out = []
+        for keys in self.a.spark_keys:
+            sec = f"spark {human_count(keys)} keys"
+            src = os.path.join(self.dir, f"in-spark-{keys}")
+            if not os.path.exists(os.path.join(src, "commits")):
+                rm(src)
+                log(f"generating a Spark checkpoint of {keys:,} keys in {src}")
+                run([self.bin, "generate", "--engine", "spark", "--keys", str(keys), "--buckets", "2", "--out", src, "-q"],
+                    stdout=subprocess.DEVNULL)
+            nbytes = du(src)
+            self.warm(src)
+            dst = os.path.join(self.dir, "out-spark")
+            dur = self.time(sec, "durable copy of the checkpoint (cp -r + sync)", ["sh", "-c", f"cp -r {src} {dst} && sync"],
+                            setup=lambda: rm(dst), after=lambda: rm(dst), entries=keys, nbytes=nbytes)
+            rw = self.time(sec, "rebucket rewrite 2 -> 8 (verified)", self.rebucket("rewrite", src, "--buckets", "8", "--out", dst),
+                           setup=lambda: rm(dst), after=lambda: rm(dst), entries=keys, nbytes=nbytes, ref=dur)
+            out.append((keys, nbytes, dur, rw, None))
+            if not self.a.keep:
+                rm(src)
+        return out
+
     def render_flink(self, info, flink, elapsed):
         hdr = "| operation | median s | min s | max s | CPU s | entries/s | MiB/s | peak RSS MiB | ratio | reference |"
         sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -463,6 +498,23 @@ class Bench:
         L += ["", "| target | figure | met |", "|---|---:|---|"]
         for t, fig, ok in self.flink_targets(flink):
             L.append(f"| {t} | {fig} | {'yes' if ok else '**no**'} |")
+        return "\n".join(L) + "\n"
+
+    def render_spark(self, info, rows, elapsed):
+        hdr = "| operation | median s | min s | max s | CPU s | rows/s | MiB/s | peak RSS MiB | ratio | reference |"
+        sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        L = [f"Measured {info['date']} on {info['cpu']}: {info['cores']} cores, {info['memory']} memory, {info['go']}; "
+             f"load average {info['load']} and CPU pressure {info['cpu_pressure']}% when the run began, {cpu_pressure()}% at its end. "
+             f"Inputs: `rebucket generate --engine spark --keys N --buckets 2` (an HDFS-backed checkpoint of a count aggregation "
+             f"on a string key, one state row per key, lz4 deltas). rebucket's rewrite always verifies before publishing. "
+             f"Median of {self.a.runs} runs. The Spark part took {elapsed / 60:.1f} minutes.", "", hdr, sep]
+        for r in self.rows:
+            if r.section.startswith("spark"):
+                L.append(self.line(r).replace("| ", f"| {r.section}: ", 1))
+        L += ["", "| target | figure | met |", "|---|---:|---|"]
+        for keys, _, dur, rw, _ in rows:
+            x = rw.median / dur.median
+            L.append(f"| Spark {human_count(keys)} keys: rewrite within 2x of the durable copy | {x:.2f}x | {'yes' if x <= 2 else '**no**'} |")
         return "\n".join(L) + "\n"
 
     def flink_targets(self, flink):
@@ -561,7 +613,8 @@ def main():
     p.add_argument("--value-size", type=int, default=64, help="mean value size of the generated entries")
     p.add_argument("--workdir", help="where inputs and outputs go (default: a new directory under $TMPDIR)")
     p.add_argument("--out", help="markdown file to splice the table into (default BENCHMARKS.md; with --quick, WORKDIR/BENCHMARKS.quick.md)")
-    p.add_argument("--only", choices=["flink"], help="run only these rows (flink: the Flink savepoint rows, into their own block)")
+    p.add_argument("--only", choices=["flink", "spark"], help="run only these rows (the Flink savepoint or Spark checkpoint rows, into their own block)")
+    p.add_argument("--spark-keys", default="1M,10M", help="keys of the Spark rows (default 1M,10M)")
     p.add_argument("--flink-keys", help="keys per keyed operator of the Flink rows (default 1M,10M; quick 100k; 0 skips them)")
     p.add_argument("--spa-max-keys", type=parse_count, default=1_000_000,
                    help="largest savepoint the State Processor API peer rewrites (default 1M; it needs minutes per million keys)")
@@ -577,6 +630,7 @@ def main():
     if a.flink_keys is None:
         a.flink_keys = "100k" if a.quick else "1M,10M"
     a.flink_keys = [k for k in (parse_count(x) for x in a.flink_keys.split(",")) if k > 0]
+    a.spark_keys = [k for k in (parse_count(x) for x in a.spark_keys.split(",")) if k > 0]
     if a.workdir is None:
         a.workdir = tempfile.mkdtemp(prefix="rebucket-bench-")
     a.workdir = os.path.abspath(a.workdir)

@@ -7,6 +7,7 @@
 #   bench/run.sh --quick    small sizes (under 2 minutes); the table goes to
 #                           the work directory, BENCHMARKS.md is left alone
 #   bench/run.sh --only flink   only the Flink savepoint rows (their own block)
+#   bench/run.sh --only spark   only the Spark checkpoint rows (their own block)
 #   bench/run.sh --help     every option
 set -euo pipefail
 cd "$(dirname "$0")/.."
