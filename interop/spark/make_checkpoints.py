@@ -194,7 +194,7 @@ class Spec:
 
 
 JOIN_STORES = [
-    (f"{side}-{kind}", ["k"] if side == "left" else ["rk"])
+    (f"{side}-{kind}", ["field0"])  # the statestore reader names join keys field0..
     for side in ("left", "right")
     for kind in ("keyToNumValues", "keyWithIndexToValue")
 ]
@@ -215,7 +215,8 @@ SPECS = {
         Spec("pandas", input_pandas, "update", "fold", ["k"],
              [(0, "applyInPandasWithState", [(None, ["k"])])]),
         Spec("two_op", input_two_op, "update", "fold", ["k"],
-             [(0, "dedupe", [(None, ["k", "v"])]), (1, "stateStoreSave", [(None, ["k"])])]),
+             # operator ids are given from the sink down: the aggregation is 0
+             [(0, "stateStoreSave", [(None, ["k"])]), (1, "dedupe", [(None, ["k", "v"])])]),
         # Negatives: rebucket must refuse them (exit 2, nothing written).
         Spec("uncommitted", input_agg_string, "update", "fold", ["k"],
              [(0, "stateStoreSave", [(None, ["k"])])],
@@ -237,6 +238,9 @@ N_INITIAL = 3  # batches of the initial run (0..2); the rest is restart input
 def session(app="rebucket-interop"):
     from pyspark.sql import SparkSession
 
+    # Python workers (applyInPandasWithState) must use this interpreter,
+    # which has pandas and pyarrow, not whatever python3 is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master("local[2]")
         .appName(app)
@@ -394,6 +398,7 @@ def make(spark, name, root, publish_readme=True):
         info["state_rows"] = len(st)
     if publish_readme:
         write_readme(root, spec, data, info)
+    info["progress"] = progress
     return info
 
 
@@ -408,7 +413,7 @@ QUERY_TEXT = {
     "pandas": 'readStream.schema("k string, x int").json(input/s).groupBy("k").applyInPandasWithState('
               'running count n and sum s of x per k; state "n long, s long"; output "k string, n long, s long")  [update]',
     "two_op": 'readStream.schema("k string, v int").json(input/s).dropDuplicates(["k", "v"]).groupBy("k").count()  '
-              '[update; operator 0 dedupe keyed (k, v), operator 1 stateStoreSave keyed (k)]',
+              '[update; operator 0 stateStoreSave keyed (k), operator 1 dedupe keyed (k, v)]',
 }
 QUERY_TEXT["uncommitted"] = QUERY_TEXT["agg_string"]
 QUERY_TEXT["rocksdb"] = QUERY_TEXT["agg_string"]
@@ -470,6 +475,8 @@ def main():
     spark = session()
     for name in a.names or list(SPECS):
         info = make(spark, name, pathlib.Path(a.outdir) / name)
+        ops = info.pop("progress")[-1].get("stateOperators", [])
+        info["numStateStoreInstances"] = [op.get("numStateStoreInstances") for op in ops]
         print(json.dumps(info), flush=True)
     spark.stop()
     return 0
