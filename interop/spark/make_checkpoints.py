@@ -128,21 +128,22 @@ def input_two_op(seed=7):
 # Queries
 
 
-def _pandas_count(key, pdfs, state):
-    import pandas as pd
-
-    (n, s) = state.get if state.exists else (0, 0)
-    for pdf in pdfs:
-        n += len(pdf)
-        s += int(pdf["x"].sum())
-    state.update((n, s))
-    yield pd.DataFrame({"k": [key[0]], "n": [n], "s": [s]})
-
-
 def build_query(spark, name, srcs):
     """The streaming DataFrame of query `name`; srcs maps source name -> dir."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
+
+    def pandas_count(key, pdfs, state):
+        # nested, so cloudpickle ships it by value: Python workers cannot
+        # import this module when the tests load it from its path
+        import pandas as pd
+
+        (n, s) = state.get if state.exists else (0, 0)
+        for pdf in pdfs:
+            n += len(pdf)
+            s += int(pdf["x"].sum())
+        state.update((n, s))
+        yield pd.DataFrame({"k": [key[0]], "n": [n], "s": [s]})
 
     def read(src, schema):
         return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(srcs[src]))
@@ -165,7 +166,7 @@ def build_query(spark, name, srcs):
             read("s", "k string, x int")
             .groupBy("k")
             .applyInPandasWithState(
-                _pandas_count,
+                pandas_count,
                 outputStructType="k string, n long, s long",
                 stateStructType="n long, s long",
                 outputMode="update",
