@@ -79,8 +79,6 @@ def make(d, keys, provider=ROCKSDB):
 
 
 def repartition(d, m):
-    from pyspark.sql import functions as F
-
     t_wall = time.monotonic()
     d = pathlib.Path(d).resolve()
     ck = str(d / "checkpoint")
