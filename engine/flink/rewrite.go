@@ -85,11 +85,11 @@ type RewriteOperator struct {
 // target (the rest: process id and a random suffix, see fsx.TempName).
 const TempPrefix = ".rebucket-flink-"
 
-// SpillPrefix starts the name of every spill file Rewrite writes into
-// RewriteOptions.TmpDir (removed when it ends; after a crash,
-// fsx.RemoveStale(nil, dir, SpillPrefix) removes those of dead processes,
-// as fsx.RemoveStale(nil, dir, TempPrefix) does for temporary directories
-// beside a target).
+// SpillPrefix starts the name of the run directory Rewrite spills into
+// in RewriteOptions.TmpDir (removed when it ends). Both kinds of run
+// directory are locked for their run's life (fsx.MkdirRun); every Rewrite
+// first removes those of dead runs (fsx.RemoveStale), so a crash leaves
+// nothing that the next run into the same place does not clean up.
 const SpillPrefix = ".rebucket-flink-spill-"
 
 // Rewrite writes the canonical savepoint src with max parallelism
@@ -147,24 +147,39 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	}
 	res := &RewriteResult{Source: src, Target: dst, FromMaxParallelism: sp.MaxParallelism(), MaxParallelism: m}
 
-	tmp := filepath.Join(filepath.Dir(absDst), fsx.TempName(TempPrefix))
+	// The new savepoint is staged in a run directory beside the target,
+	// locked for this run's life (fsx.MkdirRun): a run killed before it
+	// published leaves one that this and every later run removes (and no
+	// run removes a live one's). The staged directory is a child of the
+	// run directory, so publishing renames it out and the lock file never
+	// reaches the target.
+	parent := filepath.Dir(absDst)
+	fsx.RemoveStale(nil, parent, TempPrefix)
+	runDir, err := fsx.MkdirRun(nil, parent, TempPrefix, 0o700)
+	if err != nil {
+		return nil, fmt.Errorf("create temporary directory beside the target: %w", err)
+	}
+	defer runDir.Remove()
+	tmp := filepath.Join(runDir.Path, "savepoint")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("create temporary directory beside the target: %w", err)
 	}
-	published := false
-	defer func() {
-		if !published {
-			os.RemoveAll(tmp)
-		}
-	}()
 	// Operator state files are carried as they are, under the same names
 	// (first, so a missing one stops the run before the long work).
 	if err := copyOperatorStateFiles(sp, tmp); err != nil {
 		return nil, err
 	}
-	spillDir := opts.TmpDir
-	if spillDir == "" {
-		spillDir = tmp
+	// Spill files go to a run directory of their own in --tmp (locked and
+	// cleaned up the same way), or beside the staged savepoint.
+	spillDir := runDir.Path
+	if opts.TmpDir != "" {
+		fsx.RemoveStale(nil, opts.TmpDir, SpillPrefix)
+		sd, err := fsx.MkdirRun(nil, opts.TmpDir, SpillPrefix, 0o700)
+		if err != nil {
+			return nil, fmt.Errorf("create a spill directory in %s: %w", opts.TmpDir, err)
+		}
+		defer sd.Remove()
+		spillDir = sd.Path
 	}
 
 	var total int64
@@ -263,7 +278,6 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	if err := os.Rename(tmp, absDst); err != nil {
 		return nil, fmt.Errorf("publish %s: %w", dst, err)
 	}
-	published = true
 	if err := fsx.SyncDir(nil, filepath.Dir(absDst)); err != nil {
 		return res, err
 	}
