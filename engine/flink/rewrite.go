@@ -145,6 +145,9 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	if err := checkNarrowing(sp.Meta, m); err != nil {
 		return nil, err
 	}
+	if err := checkOperatorState(sp.Meta); err != nil {
+		return nil, err
+	}
 	res := &RewriteResult{Source: src, Target: dst, FromMaxParallelism: sp.MaxParallelism(), MaxParallelism: m}
 
 	// The new savepoint is staged in a run directory beside the target,
@@ -298,6 +301,34 @@ func checkNarrowing(md *Metadata, m int) error {
 			}
 			if !emptyOperatorState(st.ManagedOperator) || !emptyOperatorState(st.RawOperator) || len(st.InputChannels)+len(st.OutputChannels) > 0 {
 				return fmt.Errorf("%w: operator %s runs at parallelism %d and its subtask %d holds operator state; Flink cannot load an operator whose parallelism is above its max parallelism %d, and that state cannot be moved; choose a max parallelism of at least %d, or take the savepoint from a job running at parallelism %d or less; nothing was written", snapshotfmt.ErrRefused, op.Label(), op.Parallelism, st.Index, m, op.Parallelism, m)
+			}
+		}
+	}
+	return nil
+}
+
+// checkOperatorState refuses damaged operator state up front (verify
+// reports the same as a finding): operator state is carried byte for byte,
+// so damage would otherwise surface only in the self-verification, after
+// the long work, as a failure of the run rather than of its input.
+func checkOperatorState(md *Metadata) error {
+	for _, op := range md.Operators {
+		for _, st := range op.Subtasks {
+			for _, h := range []*OperatorStateHandle{st.ManagedOperator, st.RawOperator} {
+				if h == nil {
+					continue
+				}
+				for _, ms := range h.States {
+					for _, o := range ms.Offsets {
+						if h.Delegate == nil || o < 0 || o >= h.Delegate.Len() {
+							var n int64
+							if h.Delegate != nil {
+								n = h.Delegate.Len()
+							}
+							return fmt.Errorf("%w: _metadata: operator %s subtask %d state %q: partition offset %d outside its %d-byte stream; nothing was written", snapshotfmt.ErrCorrupt, op.Label(), st.Index, JavaString(ms.Name), o, n)
+						}
+					}
+				}
 			}
 		}
 	}
