@@ -78,13 +78,13 @@ func runTimed(t *testing.T, limit time.Duration, args ...string) (code int, out 
 // A rewrite that exits 0 must have published a target that verify
 // --against the damaged source accepts.
 //
-// REBUCKET_FUZZ_ITERS sets the iterations (default 60) and
+// REBUCKET_FUZZ_ITERS sets the iterations (default 150, about 20 s) and
 // REBUCKET_FUZZ_SEED the seed.
 func TestDamagedSavepointFuzz(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	iters := 60
+	iters := 150
 	if s := os.Getenv("REBUCKET_FUZZ_ITERS"); s != "" {
 		if n, err := strconv.Atoi(s); err == nil && n > 0 {
 			iters = n
