@@ -111,17 +111,22 @@ func runFlinkExport(cmd *cobra.Command, g *globalOptions, args []string) error {
 	if err := flinkOutputAllowed(sp.Dir, out, force); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".rebucket-export-*")
+	// The file is written in a run directory beside its final name, locked
+	// for this run's life, as the native export does: a run killed before
+	// it published leaves one that the next export to the same name
+	// removes, and no run removes a live one's.
+	prefix := "." + filepath.Base(out) + ".rebucket-tmp-"
+	fsx.RemoveStale(nil, filepath.Dir(out), prefix)
+	runDir, err := fsx.MkdirRun(nil, filepath.Dir(out), prefix, fsx.DirPerm)
+	if err != nil {
+		return fmt.Errorf("create a temporary directory beside %s: %w", out, err)
+	}
+	defer runDir.Remove()
+	tmp, err := os.OpenFile(filepath.Join(runDir.Path, filepath.Base(out)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("create the output beside %s: %w", out, err)
 	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.Close()
 	var sink flinkRowSink
 	switch format {
 	case "jsonl":
@@ -164,7 +169,6 @@ func runFlinkExport(cmd *cobra.Command, g *globalOptions, args []string) error {
 	if err := os.Rename(tmp.Name(), out); err != nil {
 		return fmt.Errorf("publish %s: %w", out, err)
 	}
-	done = true
 	_ = fsx.SyncDir(fsx.Or(nil), filepath.Dir(out))
 	if g.JSON {
 		return writeJSON(cmd.OutOrStdout(), map[string]any{"engine": engineFlink, "savepoint": args[0], "out": out, "format": format, "rows": rows})

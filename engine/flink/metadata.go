@@ -287,15 +287,30 @@ func (d *dec) operatorState(version int32) (*OperatorState, error) {
 		d.fail("subtask count %d does not fit", n)
 		return nil, d.err
 	}
+	// Flink's OperatorState.putState refuses a subtask index outside
+	// 0..parallelism-1, and keeps one state per index; a damaged index
+	// would otherwise be read (and dropped by a rewrite) without a word.
+	seen := make(map[int32]bool, n)
 	for i := int32(0); i < n && d.err == nil; i++ {
 		st := &SubtaskState{}
 		idx := d.i32()
+		st.Index = idx
 		if idx < 0 {
 			st.Index, st.Finished = -idx-1, true
+		}
+		if d.err == nil && (st.Index < 0 || st.Index >= op.Parallelism || seen[st.Index]) {
+			what := fmt.Sprintf("outside 0..%d (the operator's parallelism is %d)", op.Parallelism-1, op.Parallelism)
+			if seen[st.Index] {
+				what = "given twice"
+			}
+			d.fail("operator %s: subtask index %d %s", op.Label(), st.Index, what)
+			return nil, d.err
+		}
+		seen[st.Index] = true
+		if st.Finished {
 			op.Subtasks = append(op.Subtasks, st)
 			continue
 		}
-		st.Index = idx
 		if err := d.subtaskState(version, st); err != nil {
 			return nil, fmt.Errorf("operator %s subtask %d: %w", op.Label(), idx, err)
 		}

@@ -86,11 +86,11 @@ type RewriteOperator struct {
 // target (the rest: process id and a random suffix, see fsx.TempName).
 const TempPrefix = ".rebucket-flink-"
 
-// SpillPrefix starts the name of every spill file Rewrite writes into
-// RewriteOptions.TmpDir (removed when it ends; after a crash,
-// fsx.RemoveStale(nil, dir, SpillPrefix) removes those of dead processes,
-// as fsx.RemoveStale(nil, dir, TempPrefix) does for temporary directories
-// beside a target).
+// SpillPrefix starts the name of the run directory Rewrite spills into
+// in RewriteOptions.TmpDir (removed when it ends). Both kinds of run
+// directory are locked for their run's life (fsx.MkdirRun); every Rewrite
+// first removes those of dead runs (fsx.RemoveStale), so a crash leaves
+// nothing that the next run into the same place does not clean up.
 const SpillPrefix = ".rebucket-flink-spill-"
 
 // Rewrite writes the canonical savepoint src with max parallelism
@@ -146,26 +146,44 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	if err := checkNarrowing(sp.Meta, m); err != nil {
 		return nil, err
 	}
+	if err := checkOperatorState(sp.Meta); err != nil {
+		return nil, err
+	}
 	res := &RewriteResult{Source: src, Target: dst, FromMaxParallelism: sp.MaxParallelism(), MaxParallelism: m}
 
-	tmp := filepath.Join(filepath.Dir(absDst), fsx.TempName(TempPrefix))
+	// The new savepoint is staged in a run directory beside the target,
+	// locked for this run's life (fsx.MkdirRun): a run killed before it
+	// published leaves one that this and every later run removes (and no
+	// run removes a live one's). The staged directory is a child of the
+	// run directory, so publishing renames it out and the lock file never
+	// reaches the target.
+	parent := filepath.Dir(absDst)
+	fsx.RemoveStale(nil, parent, TempPrefix)
+	runDir, err := fsx.MkdirRun(nil, parent, TempPrefix, 0o700)
+	if err != nil {
+		return nil, fmt.Errorf("create temporary directory beside the target: %w", err)
+	}
+	defer runDir.Remove()
+	tmp := filepath.Join(runDir.Path, "savepoint")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("create temporary directory beside the target: %w", err)
 	}
-	published := false
-	defer func() {
-		if !published {
-			os.RemoveAll(tmp)
-		}
-	}()
 	// Operator state files are carried as they are, under the same names
 	// (first, so a missing one stops the run before the long work).
 	if err := copyOperatorStateFiles(sp, tmp); err != nil {
 		return nil, err
 	}
-	spillDir := opts.TmpDir
-	if spillDir == "" {
-		spillDir = tmp
+	// Spill files go to a run directory of their own in --tmp (locked and
+	// cleaned up the same way), or beside the staged savepoint.
+	spillDir := runDir.Path
+	if opts.TmpDir != "" {
+		fsx.RemoveStale(nil, opts.TmpDir, SpillPrefix)
+		sd, err := fsx.MkdirRun(nil, opts.TmpDir, SpillPrefix, 0o700)
+		if err != nil {
+			return nil, fmt.Errorf("create a spill directory in %s: %w", opts.TmpDir, err)
+		}
+		defer sd.Remove()
+		spillDir = sd.Path
 	}
 
 	var total int64
@@ -268,7 +286,6 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	if err := os.Rename(tmp, absDst); err != nil {
 		return nil, fmt.Errorf("publish %s: %w", dst, err)
 	}
-	published = true
 	if err := fsx.SyncDir(nil, filepath.Dir(absDst)); err != nil {
 		return res, err
 	}
@@ -289,6 +306,34 @@ func checkNarrowing(md *Metadata, m int) error {
 			}
 			if !emptyOperatorState(st.ManagedOperator) || !emptyOperatorState(st.RawOperator) || len(st.InputChannels)+len(st.OutputChannels) > 0 {
 				return fmt.Errorf("%w: operator %s runs at parallelism %d and its subtask %d holds operator state; Flink cannot load an operator whose parallelism is above its max parallelism %d, and that state cannot be moved; choose a max parallelism of at least %d, or take the savepoint from a job running at parallelism %d or less; nothing was written", snapshotfmt.ErrRefused, op.Label(), op.Parallelism, st.Index, m, op.Parallelism, m)
+			}
+		}
+	}
+	return nil
+}
+
+// checkOperatorState refuses damaged operator state up front (verify
+// reports the same as a finding): operator state is carried byte for byte,
+// so damage would otherwise surface only in the self-verification, after
+// the long work, as a failure of the run rather than of its input.
+func checkOperatorState(md *Metadata) error {
+	for _, op := range md.Operators {
+		for _, st := range op.Subtasks {
+			for _, h := range []*OperatorStateHandle{st.ManagedOperator, st.RawOperator} {
+				if h == nil {
+					continue
+				}
+				for _, ms := range h.States {
+					for _, o := range ms.Offsets {
+						if h.Delegate == nil || o < 0 || o >= h.Delegate.Len() {
+							var n int64
+							if h.Delegate != nil {
+								n = h.Delegate.Len()
+							}
+							return fmt.Errorf("%w: _metadata: operator %s subtask %d state %q: partition offset %d outside its %d-byte stream; nothing was written", snapshotfmt.ErrCorrupt, op.Label(), st.Index, JavaString(ms.Name), o, n)
+						}
+					}
+				}
 			}
 		}
 	}
