@@ -40,7 +40,9 @@ type ExportOptions struct {
 	View reader.ArrowOptions
 	// PartitionBy is "", "state" or "bucket".
 	PartitionBy string
-	// Compression is zstd (default), snappy (Parquet only) or none.
+	// Compression is zstd, snappy (Parquet only) or none; "" is zstd for
+	// Parquet and none for Arrow IPC (readable by every Arrow library,
+	// JavaScript's included). It applies to the per-worker table too.
 	Compression string
 	// RowGroupRows is the Parquet row group size in rows.
 	RowGroupRows int64
@@ -251,7 +253,7 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 		if err != nil {
 			return nil, err
 		}
-		items, err := writeWorkerStateTable(ctx, s, p, opts.Format, meta)
+		items, err := writeWorkerStateTable(ctx, s, p, opts.Format, opts.Compression, meta)
 		if err != nil {
 			return nil, err
 		}

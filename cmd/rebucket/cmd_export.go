@@ -33,7 +33,9 @@ step, state, key, sub_key (null unless map state) and value, plus decoded
 columns where the states' codec hints allow (key_utf8, value_int64,
 value_json, ...; null on rows whose state lacks the hint).
 
-Parquet is zstd-compressed by default, with column statistics, and keeps the
+Parquet is zstd-compressed by default, with column statistics; Arrow IPC is
+uncompressed by default, so that every Arrow library (JavaScript's
+apache-arrow has no zstd codec) reads it. Both keep the
 snapshot's manifest, its partitioning and a description of the export in the
 file's key-value metadata (rebucket.manifest, rebucket.partitioning,
 rebucket.export), which 'rebucket import' uses to rebuild the snapshot.
@@ -59,7 +61,7 @@ The output is written under a temporary name and renamed into place.`,
 	f.StringVar(&o.bucketRange, "bucket-range", "", "export only buckets LO-HI (inclusive)")
 	f.StringVar(&o.worker, "worker", "", "export only the buckets worker I of width W owns, as I/W")
 	f.StringVar(&o.partitionBy, "partition-by", "", "write a Hive-style directory partitioned by state or bucket")
-	f.StringVar(&o.compression, "compression", "zstd", "zstd, snappy (Parquet only) or none")
+	f.StringVar(&o.compression, "compression", "", "zstd, snappy (Parquet only) or none; default zstd for Parquet, none for Arrow (JavaScript's apache-arrow reads no zstd); applies to the per-worker table too")
 	f.IntVar(&o.rowGroupSize, "row-group-size", dataset.DefaultRowGroupRows, "rows per Parquet row group")
 	f.IntVar(&o.batchRows, "batch-rows", reader.DefaultBatchRows, "rows per Arrow record batch")
 	f.IntVar(&o.parallelism, "parallelism", 0, "data files read at once (default: all cores)")
