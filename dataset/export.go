@@ -129,7 +129,7 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 			em.WorkerStateFile = "_worker_state" + opts.Format.Ext()
 		}
 	} else {
-		fp, err := newFilePublisher(out, opts.Force)
+		fp, err := newFilePublisher(out, opts.Format, opts.Force)
 		if err != nil {
 			return nil, err
 		}
@@ -529,6 +529,7 @@ func dirSize(dir string) int64 {
 // last, so a complete data file never points at a missing sibling).
 type filePublisher struct {
 	target string
+	format Format
 	force  bool
 	tmps   map[string]string      // rel -> temp path
 	dirs   map[string]*fsx.RunDir // rel -> the run directory holding it
@@ -537,14 +538,14 @@ type filePublisher struct {
 	bytes  int64
 }
 
-func newFilePublisher(target string, force bool) (*filePublisher, error) {
+func newFilePublisher(target string, format Format, force bool) (*filePublisher, error) {
 	if err := checkFileTarget(target, force); err != nil {
 		return nil, err
 	}
 	if st, err := os.Stat(filepath.Dir(target)); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%w: the directory of %s does not exist; create it first", snapshotfmt.ErrInvalidArgument, target)
 	}
-	return &filePublisher{target: target, force: force, tmps: map[string]string{}, dirs: map[string]*fsx.RunDir{}, final: map[string]string{}}, nil
+	return &filePublisher{target: target, format: format, force: force, tmps: map[string]string{}, dirs: map[string]*fsx.RunDir{}, final: map[string]string{}}, nil
 }
 
 // checkFileTarget refuses an existing target unless force, and under force
@@ -571,8 +572,9 @@ func checkFileTarget(target string, force bool) error {
 func (f *filePublisher) path(rel string) (string, error) {
 	final := f.target
 	if rel == "workers" {
-		ext := filepath.Ext(f.target)
-		final = filepath.Join(filepath.Dir(f.target), workerSibling(filepath.Base(f.target), formatOfExt(ext)))
+		// Named by the format written, as the metadata and the report
+		// name it, whatever the target's extension.
+		final = filepath.Join(filepath.Dir(f.target), workerSibling(filepath.Base(f.target), f.format))
 		if _, err := os.Lstat(final); err == nil && !f.force {
 			return "", fmt.Errorf("%w: %s exists (use --force to replace it)", snapshotfmt.ErrRefused, final)
 		}
@@ -594,16 +596,6 @@ func (f *filePublisher) path(rel string) (string, error) {
 	f.tmps[rel], f.dirs[rel], f.final[rel] = tmp, d, final
 	f.order = append(f.order, rel)
 	return tmp, nil
-}
-
-func formatOfExt(ext string) Format {
-	switch ext {
-	case ".arrow", ".feather", ".ipc":
-		return Arrow
-	case ".jsonl", ".ndjson", ".json":
-		return JSONL
-	}
-	return Parquet
 }
 
 func (f *filePublisher) publish() error {

@@ -26,7 +26,7 @@ type exportOptions struct {
 func newExportCommand(g *globalOptions) *cobra.Command {
 	o := &exportOptions{}
 	cmd := &cobra.Command{
-		Use:   "export SNAPSHOT --format parquet|arrow|jsonl --out PATH [flags]",
+		Use:   "export SNAPSHOT --out PATH [--format parquet|arrow|jsonl] [flags]",
 		Short: "Export a snapshot (or part of it) to Parquet, Arrow IPC or JSON Lines",
 		Long: `export writes a snapshot's keyed entries as a table with the columns bucket,
 step, state, key, sub_key (null unless map state) and value, plus decoded
@@ -47,14 +47,18 @@ _worker_state.EXT inside a partitioned directory. JSON Lines is for small
 exports meant for eyes and grep: bytes are base64 (key_base64, ...) unless a
 codec hint decodes them.
 
-The output is written under a temporary name and renamed into place.`,
+The format comes from --format or else from the extension of --out
+(.parquet, .arrow/.feather/.ipc, .jsonl/.ndjson/.json; Parquet when there
+is none); a --format that disagrees with the extension is refused.
+The output is written under a temporary name and renamed into place, so
+--out - (standard output) is refused: write a file and read it from there.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExport(cmd, g, o, args[0])
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.format, "format", "parquet", "output format: parquet, arrow (IPC file) or jsonl")
+	f.StringVar(&o.format, "format", "", "output format: parquet, arrow (IPC file) or jsonl (default: from --out's extension .parquet, .arrow/.feather, .jsonl/.json; else parquet)")
 	f.StringVar(&o.out, "out", "", "output file (or directory with --partition-by)")
 	_ = cmd.MarkFlagRequired("out")
 	f.StringArrayVar(&o.states, "state", nil, "export only this state, STEP/NAME (repeatable)")
@@ -92,9 +96,11 @@ func parseWorker(s string) (int, int, error) {
 }
 
 func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src string) error {
-	format, err := dataset.ParseFormat(o.format)
-	if err != nil {
-		return usagef(err)
+	// A name that contradicts --format is refused after the safety checks
+	// (writing into the snapshot is a refusal whatever the name says).
+	format, formatErr := exportFormat(o, cmd.Flags().Changed("format"))
+	if formatErr != nil && format == "" {
+		return usagef(formatErr)
 	}
 	if o.partitionBy != "" && o.partitionBy != "state" && o.partitionBy != "bucket" {
 		return usagef(fmt.Errorf("--partition-by %q: want state or bucket", o.partitionBy))
@@ -128,6 +134,9 @@ func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src strin
 	}
 	if err := refuseOverlap([]string{o.out}, nil, src); err != nil {
 		return err
+	}
+	if formatErr != nil {
+		return usagef(formatErr)
 	}
 	res, err := dataset.Export(cmd.Context(), s, o.out, opts)
 	if err != nil {
