@@ -126,7 +126,7 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 		}
 		pub = &dirPublisher{st: st}
 		if len(m.WorkerStates) > 0 {
-			em.WorkerStateFile = "_worker_state" + opts.Format.Ext()
+			em.WorkerStateFile = workerStateRel(opts.Format)
 		}
 	} else {
 		fp, err := newFilePublisher(out, opts.Format, opts.Force)
@@ -267,7 +267,7 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 	if em.WorkerStateFile != "" {
 		res.WorkerStateFile = filepath.Join(filepath.Dir(out), em.WorkerStateFile)
 		if opts.PartitionBy != "" {
-			res.WorkerStateFile = filepath.Join(out, em.WorkerStateFile)
+			res.WorkerStateFile = filepath.Join(out, filepath.FromSlash(em.WorkerStateFile))
 		}
 	}
 	res.Elapsed = time.Since(start)

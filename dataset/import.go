@@ -395,7 +395,9 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	}
 	wsReal, _ := filepath.EvalSymlinks(wsSrc)
 	for _, q := range skipped {
-		if r, err := filepath.EvalSymlinks(q); err == nil && wsSrc != "" && r == wsReal {
+		// The per-worker table, or the _rebucket directory holding it, is
+		// read, not ignored.
+		if r, err := filepath.EvalSymlinks(q); err == nil && wsSrc != "" && (r == wsReal || filepath.Base(q) == WorkerStateDir && r == filepath.Dir(wsReal)) {
 			continue
 		}
 		res.Ignored = append(res.Ignored, q)

@@ -782,7 +782,7 @@ func TestImportExportRowTotal(t *testing.T) {
 				// One partition alone (its step and state in its
 				// columns): partial, not an error.
 				part := filepath.Dir(inputs[0].path)
-				res, err = importErr(t, part, ImportOptions{WorkerState: filepath.Join(ds, "_worker_state.parquet")})
+				res, err = importErr(t, part, ImportOptions{WorkerState: filepath.Join(ds, "_rebucket", "worker_state.parq")})
 				if err != nil || !res.Partial {
 					t.Fatalf("one partition %s: %+v, %v", part, res, err)
 				}

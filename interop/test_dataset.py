@@ -158,7 +158,7 @@ def test_partitioned_reads_as_partitions(snap, by):
             f"select bucket, count(*) from read_parquet('{out}/*/*.parquet', hive_partitioning = true) group by all"
         ).fetchall()
         assert {int(b): n for b, n in rows} == {b: n for b, n in enumerate(manifest["bucket_entries"]) if n}
-    assert (out / "_worker_state.parquet").exists()
+    assert (out / "_rebucket" / "worker_state.parq").exists()
 
 
 def test_arrow_ipc_pyarrow(snap):

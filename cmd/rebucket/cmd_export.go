@@ -43,7 +43,8 @@ rebucket.export), which 'rebucket import' uses to rebuild the snapshot.
 bucket=B/) that pyarrow, DuckDB and Spark read as partitions.
 
 Per-worker state goes to its own table: OUT.workers.EXT beside a file, or
-_worker_state.EXT inside a partitioned directory. JSON Lines is for small
+_rebucket/worker_state.parq (.ipc, .ndjson) inside a partitioned directory,
+out of the way of globs such as dir/**/*.parquet. JSON Lines is for small
 exports meant for eyes and grep: bytes are base64 (key_base64, ...) unless a
 codec hint decodes them.
 
