@@ -41,6 +41,18 @@ type ImportOptions struct {
 	// WorkerState is a per-worker state table to import (default: the one
 	// the export's metadata names).
 	WorkerState string
+	// NoWorkerState imports no per-worker state, said explicitly.
+	NoWorkerState bool
+	// Like is an existing snapshot whose states (kinds, codecs), width at
+	// write and per-worker state the import takes (States, Width and
+	// WorkerState, when set, win). A dataset without export metadata is
+	// refused unless Like, or States with WorkerState or NoWorkerState,
+	// says where these come from.
+	Like string
+	// InferStates accepts a dataset without export metadata with inferred
+	// kinds (a map where sub_key is set, else a value), no codecs and no
+	// per-worker state: for tests and callers that know the data is such.
+	InferStates bool
 	// Memory bounds the sort's buffers (default plan.DefaultMemory(), as
 	// rewrite); TmpDir is where it spills (default: beside the output).
 	Memory int64
@@ -195,10 +207,29 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			res.Partial = em.Filter.Partial()
 		}
 	}
+	var like *likeSnapshot
+	if opts.Like != "" {
+		if like, err = readLike(ctx, opts.Like); err != nil {
+			return nil, err
+		}
+	} else if em == nil && !opts.InferStates {
+		needStates, needWorkers := opts.States == nil, opts.WorkerState == "" && !opts.NoWorkerState
+		if needStates || needWorkers {
+			return nil, errNoMetadata(src, needStates, needWorkers)
+		}
+	}
+	if opts.NoWorkerState && opts.WorkerState != "" {
+		return nil, fmt.Errorf("%w: a per-worker state table and no per-worker state: choose one", snapshotfmt.ErrInvalidArgument)
+	}
 	slots := map[string]*stateSlot{}
 	var order []*stateSlot
 	known := false
 	switch {
+	case like != nil && opts.States == nil:
+		known, res.StatesFrom = true, "like "+opts.Like
+		if err := addStates(like.states, slots, &order); err != nil {
+			return nil, fmt.Errorf("--like %s: %w", opts.Like, err)
+		}
 	case opts.States != nil:
 		known, res.StatesFrom = true, "states file"
 		if err := addStates(opts.States, slots, &order); err != nil {
@@ -216,7 +247,9 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	width := opts.Width
 	if width == 0 {
 		width = 1
-		if em != nil && em.WidthAtWrite > 0 {
+		if like != nil && like.width > 0 {
+			width = min(like.width, opts.Buckets)
+		} else if em != nil && em.WidthAtWrite > 0 {
 			width = min(em.WidthAtWrite, opts.Buckets)
 		}
 	}
@@ -382,7 +415,7 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 
 	// Per-worker state, read before anything is written.
 	wsSrc := opts.WorkerState
-	if wsSrc == "" && em != nil && em.WorkerStateFile != "" {
+	if wsSrc == "" && em != nil && em.WorkerStateFile != "" && like == nil && !opts.NoWorkerState {
 		base := filepath.Dir(src)
 		if st, err := os.Stat(src); err == nil && st.IsDir() {
 			base = src
@@ -403,6 +436,9 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		res.Ignored = append(res.Ignored, q)
 	}
 	var wstates []workerStateIn
+	if like != nil && wsSrc == "" && !opts.NoWorkerState {
+		res.WorkerSource, wstates = opts.Like, like.workers
+	}
 	if wsSrc != "" {
 		res.WorkerSource = wsSrc
 		var exp *workerExpect

@@ -38,3 +38,25 @@ def test_duckdb_hive_glob(tmp_path, rebucket, by):
     back = tmp_path / "back"
     rebucket("import", out, "--buckets", "3", "--out", back)
     rebucket("verify", back, "--against", snap)
+
+
+def test_import_after_duckdb_copy(tmp_path, rebucket):
+    """Issue 15 item 2: DuckDB's COPY drops rebucket's Parquet metadata.
+    Import then refuses (exit 3) rather than guess kinds and drop the
+    per-worker state; with --like SNAPSHOT it rebuilds the snapshot equal
+    to the source, per-worker state included."""
+    snap = tmp_path / "snap"
+    rebucket("generate", "--out", snap, "--keys", "200", "--sub-keys", "2", "--buckets", "4", "--width", "2")
+    exp = tmp_path / "x.parquet"
+    rebucket("export", snap, "--out", exp)
+    copied = tmp_path / "copied.parquet"
+    duckdb.connect().execute(f"COPY (SELECT * FROM read_parquet('{exp}')) TO '{copied}' (FORMAT parquet)")
+
+    p = rebucket("import", copied, "--buckets", "4", "--out", tmp_path / "refused", check=False)
+    assert p.returncode == 3 and "--like SNAPSHOT" in p.stderr, p.stderr
+    assert not (tmp_path / "refused").exists()
+
+    back = tmp_path / "back"
+    res = json.loads(rebucket("--json", "import", copied, "--buckets", "4", "--out", back, "--like", snap).stdout)
+    assert res["width"] == 2 and len(res["worker_states"]) == 2
+    rebucket("verify", back, "--against", snap)

@@ -20,6 +20,8 @@ func init() { registerCommand(newImportCommand) }
 type importOptions struct {
 	buckets, width                                int
 	mapping, out, dedupe, statesFile, workerState string
+	like                                          string
+	noWorkerState                                 bool
 	memory, tmpDir, fileSize, compression         string
 	force, noVerify                               bool
 }
@@ -41,11 +43,14 @@ hashed into its bucket of the new layout. The schema of every file is checked
 first and every missing or mistyped column named.
 
 The states table and per-worker state come from the export's metadata when
-present. For a dataset made elsewhere the states are inferred from the
-distinct (step, state) pairs (a map where sub_key is set, else a value), or
-given with --states FILE (a JSON array of {step, name, kind, key_codec,
-sub_key_codec, value_codec}); per-worker state with --worker-state (a table
-with step, name, rule, worker, item, value).
+present. A dataset without it (made elsewhere, or rewritten by a tool such
+as DuckDB's COPY, which drops Parquet key-value metadata) is refused unless
+you say where they come from: --like SNAPSHOT takes states, kinds, codecs,
+width and per-worker state from an existing snapshot; or --states FILE (the
+"states" array of 'rebucket inspect --json SNAPSHOT', or a JSON array of
+{step, name, kind, key_codec, sub_key_codec, value_codec}) with either
+--worker-state TABLE (step, name, rule, worker, item, value) or an explicit
+--no-worker-state. Guessing dropped a job's source offsets silently.
 
 Every row a file declares (a Parquet footer's row groups, an Arrow file's
 record batches) is read or the import fails, naming the file and row group;
@@ -77,6 +82,8 @@ fingerprints compared with what was written (--no-verify skips that).`,
 	f.StringVar(&o.dedupe, "dedupe", "", "keep the first or last of duplicate rows instead of failing")
 	f.StringVar(&o.statesFile, "states", "", "JSON file with the states table (for a dataset without export metadata)")
 	f.StringVar(&o.workerState, "worker-state", "", "per-worker state table to import (default: the one the export names)")
+	f.BoolVar(&o.noWorkerState, "no-worker-state", false, "import no per-worker state (say so for a dataset without export metadata)")
+	f.StringVar(&o.like, "like", "", "take states, kinds, codecs, width and per-worker state from this existing snapshot")
 	f.StringVar(&o.memory, "memory", "", memoryFlagHelp)
 	f.StringVar(&o.tmpDir, "tmp", "", "directory for spill files (default: beside --out)")
 	f.StringVar(&o.fileSize, "file-size", "128MiB", "target data file size")
@@ -123,7 +130,7 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	}
 	opts := dataset.ImportOptions{
 		Buckets: o.buckets, Mapping: mapping, Width: o.width, Dedupe: o.dedupe,
-		WorkerState: o.workerState, Memory: mem, TmpDir: o.tmpDir, NoVerify: o.noVerify,
+		WorkerState: o.workerState, NoWorkerState: o.noWorkerState, Like: o.like, Memory: mem, TmpDir: o.tmpDir, NoVerify: o.noVerify,
 		Writer:   writer.Options{FileSize: fs, Force: o.force, Compression: o.compression},
 		Progress: newProgress(cmd, g), Tool: toolName(),
 	}
@@ -142,7 +149,7 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	// collector reclaim dropped sort chunks and decoded pages before the
 	// heap grows to twice the live size (which GOGC alone allows).
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mem + plan.FixedOverhead/2))
-	if err := refuseOverlap([]string{o.out}, []string{o.tmpDir}, src, o.statesFile, o.workerState); err != nil {
+	if err := refuseOverlap([]string{o.out}, []string{o.tmpDir}, src, o.statesFile, o.workerState, o.like); err != nil {
 		return err
 	}
 	res, err := dataset.Import(cmd.Context(), src, o.out, opts)
