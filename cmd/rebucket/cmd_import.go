@@ -32,7 +32,7 @@ func newImportCommand(g *globalOptions) *cobra.Command {
 		Use:   "import DATASET --buckets M --out SNAPSHOT [flags]",
 		Short: "Build a snapshot of any bucket count from a Parquet or Arrow IPC dataset",
 		Long: `import reads a dataset with the export's schema (a Parquet file, an Arrow IPC
-file, or a directory of them, Hive-partitioned or not) and writes a complete
+file or stream, or a directory of them, Hive-partitioned or not) and writes a complete
 snapshot with M buckets: the route to rebuild state from a dataset, or to
 bootstrap a snapshot from data produced elsewhere.
 
