@@ -326,7 +326,6 @@ func TestImportBadInputs(t *testing.T) {
 		want  []string
 	}{
 		{"missing_value.parquet", snapshotfmt.ErrInvalidArgument, []string{"missing column value", "missing column state"}},
-		{"key_string.parquet", snapshotfmt.ErrInvalidArgument, []string{"column key is string", "cast it to binary"}},
 		{"truncated.parquet", snapshotfmt.ErrCorrupt, []string{"truncated.parquet", "Parquet"}},
 		{"empty.parquet", snapshotfmt.ErrCorrupt, []string{"is empty"}},
 		{"mistake.csv", snapshotfmt.ErrCorrupt, []string{"not a Parquet or Arrow IPC file", "CSV"}},

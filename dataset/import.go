@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -53,6 +54,9 @@ type ImportOptions struct {
 	// kinds (a map where sub_key is set, else a value), no codecs and no
 	// per-worker state: for tests and callers that know the data is such.
 	InferStates bool
+	// Step and State are the step and state of every row of a table that
+	// has no such columns (a plain key/value table).
+	Step, State string
 	// Memory bounds the sort's buffers (default plan.DefaultMemory(), as
 	// rewrite); TmpDir is where it spills (default: beside the output).
 	Memory int64
@@ -158,6 +162,14 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		}
 	}()
 	var problems []string
+	for i := range inputs {
+		// --step/--state stand in for absent columns, as a Hive path does.
+		for c, v := range map[string]string{"step": opts.Step, "state": opts.State} {
+			if _, ok := inputs[i].hive[c]; v != "" && !ok {
+				inputs[i].hive[c] = v
+			}
+		}
+	}
 	for _, in := range inputs {
 		if err := checkParquetFooter(in.path, opts.Memory); err != nil { // limits.go
 			return nil, err
@@ -167,6 +179,11 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			return nil, err
 		}
 		parts = append(parts, p)
+		for c, v := range map[string]string{"step": opts.Step, "state": opts.State} {
+			if _, has := p.columns()[c]; has && v != "" {
+				problems = append(problems, fmt.Sprintf("%s: --%s %s is for a table without a %s column, and this one has it", in.path, c, v, c))
+			}
+		}
 		if msg := checkSchema(p.columns(), in.hive); msg != "" {
 			problems = append(problems, fmt.Sprintf("%s: %s", in.path, msg))
 		}
@@ -289,6 +306,9 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			}
 		}
 		hiveStep, hiveState := []byte(in.hive["step"]), []byte(in.hive["state"])
+		classOf := func(c string) string { return have[c].class }
+		keyCls, subCls, valCls := classOf("key"), classOf("sub_key"), classOf("value")
+		var keyBuf, subBuf, valBuf []byte
 		var last *stateSlot // the slot of the previous row
 		var rowN uint64
 		err := p.scan(ctx, present, func(cs []cell) error {
@@ -356,6 +376,18 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 				}
 			} else if sl.withSub > 0 && sl.nilSub > 0 {
 				return fmt.Errorf("%w: %s: state %s has rows with and without sub_key: it is neither a map (every row has one) nor a value state; give its kind with --states", snapshotfmt.ErrInvalidArgument, where(), sl.st.QualifiedName())
+			}
+			var err error
+			if keyC.b, keyBuf, err = encodeTyped(keyC, keyCls, sl.st.KeyCodec, keyBuf, "key", sl, where); err != nil {
+				return err
+			}
+			if !subC.null {
+				if subC.b, subBuf, err = encodeTyped(subC, subCls, sl.st.SubKeyCodec, subBuf, "sub_key", sl, where); err != nil {
+					return err
+				}
+			}
+			if valC.b, valBuf, err = encodeTyped(valC, valCls, sl.st.ValueCodec, valBuf, "value", sl, where); err != nil {
+				return err
 			}
 			if err := checkRowSize(where, len(keyC.b), len(subC.b), len(valC.b), opts.Memory); err != nil { // limits.go
 				return err
@@ -706,10 +738,32 @@ func checkSchema(cols map[string]colInfo, hive map[string]string) string {
 	}
 	need("step", classString, classBinary)
 	need("state", classString, classBinary)
-	need("key", classBinary)
-	need("value", classBinary)
+	// A plain table's VARCHAR or BIGINT key and value are encoded by the
+	// state's codec hint (utf8/json/bytes text as is, int64 big-endian).
+	need("key", classBinary, classString, classInt)
+	need("value", classBinary, classString, classInt)
 	if _, ok := cols["sub_key"]; ok {
-		need("sub_key", classBinary)
+		need("sub_key", classBinary, classString, classInt)
 	}
 	return strings.Join(bad, "; ")
+}
+
+// encodeTyped gives the bytes of a key, sub-key or value cell of a typed
+// column by the state's codec: an integer column is int64 big-endian (the
+// codec must be int64), a string column its UTF-8 text (any codec but
+// int64), a binary column as is.
+func encodeTyped(c cell, class, codec string, buf []byte, col string, sl *stateSlot, where func() string) ([]byte, []byte, error) {
+	switch class {
+	case classInt:
+		if codec != "int64" {
+			return nil, buf, fmt.Errorf("%w: %s: column %s is an integer, but state %s's %s codec is %q: give it codec int64 (--states, --like) or cast the column to binary", snapshotfmt.ErrInvalidArgument, where(), col, sl.st.QualifiedName(), col, codec)
+		}
+		buf = binary.BigEndian.AppendUint64(buf[:0], uint64(c.i))
+		return buf, buf, nil
+	case classString:
+		if codec == "int64" {
+			return nil, buf, fmt.Errorf("%w: %s: column %s is a string, but state %s's %s codec is int64: cast the column to BIGINT", snapshotfmt.ErrInvalidArgument, where(), col, sl.st.QualifiedName(), col)
+		}
+	}
+	return c.b, buf, nil
 }

@@ -99,7 +99,7 @@ func listInputsInto(p string, skipped *[]string) ([]inputFile, error) {
 		return nil, fmt.Errorf("dataset %s: %w", p, err)
 	}
 	if !st.IsDir() {
-		return []inputFile{{path: p}}, nil
+		return []inputFile{{path: p, hive: map[string]string{}}}, nil
 	}
 	root, err := filepath.EvalSymlinks(p)
 	if err != nil {

@@ -20,7 +20,7 @@ func init() { registerCommand(newImportCommand) }
 type importOptions struct {
 	buckets, width                                int
 	mapping, out, dedupe, statesFile, workerState string
-	like                                          string
+	like, step, state                             string
 	noWorkerState                                 bool
 	memory, tmpDir, fileSize, compression         string
 	force, noVerify                               bool
@@ -51,6 +51,10 @@ width and per-worker state from an existing snapshot; or --states FILE (the
 {step, name, kind, key_codec, sub_key_codec, value_codec}) with either
 --worker-state TABLE (step, name, rule, worker, item, value) or an explicit
 --no-worker-state. Guessing dropped a job's source offsets silently.
+A plain table may have VARCHAR or BIGINT key, sub_key and value columns
+(encoded by the state's codec: text as is, BIGINT as int64 big-endian, which
+needs the int64 codec), and no step/state columns when --step and --state
+name the one state all its rows belong to.
 
 Every row a file declares (a Parquet footer's row groups, an Arrow file's
 record batches) is read or the import fails, naming the file and row group;
@@ -83,6 +87,8 @@ fingerprints compared with what was written (--no-verify skips that).`,
 	f.StringVar(&o.statesFile, "states", "", "JSON file with the states table (for a dataset without export metadata)")
 	f.StringVar(&o.workerState, "worker-state", "", "per-worker state table to import (default: the one the export names)")
 	f.BoolVar(&o.noWorkerState, "no-worker-state", false, "import no per-worker state (say so for a dataset without export metadata)")
+	f.StringVar(&o.step, "step", "", "the step of every row, for a table without a step column")
+	f.StringVar(&o.state, "state", "", "the state name of every row, for a table without a state column")
 	f.StringVar(&o.like, "like", "", "take states, kinds, codecs, width and per-worker state from this existing snapshot")
 	f.StringVar(&o.memory, "memory", "", memoryFlagHelp)
 	f.StringVar(&o.tmpDir, "tmp", "", "directory for spill files (default: beside --out)")
@@ -130,7 +136,7 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	}
 	opts := dataset.ImportOptions{
 		Buckets: o.buckets, Mapping: mapping, Width: o.width, Dedupe: o.dedupe,
-		WorkerState: o.workerState, NoWorkerState: o.noWorkerState, Like: o.like, Memory: mem, TmpDir: o.tmpDir, NoVerify: o.noVerify,
+		WorkerState: o.workerState, NoWorkerState: o.noWorkerState, Like: o.like, Step: o.step, State: o.state, Memory: mem, TmpDir: o.tmpDir, NoVerify: o.noVerify,
 		Writer:   writer.Options{FileSize: fs, Force: o.force, Compression: o.compression},
 		Progress: newProgress(cmd, g), Tool: toolName(),
 	}
