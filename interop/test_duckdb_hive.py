@@ -60,3 +60,22 @@ def test_import_after_duckdb_copy(tmp_path, rebucket):
     res = json.loads(rebucket("--json", "import", copied, "--buckets", "4", "--out", back, "--like", snap).stdout)
     assert res["width"] == 2 and len(res["worker_states"]) == 2
     rebucket("verify", back, "--against", snap)
+
+
+def test_import_states_from_inspect_json(tmp_path, rebucket):
+    """--states takes `rebucket inspect --json SNAPSHOT` output as it is
+    (the README documents it so): kinds and codecs come back."""
+    snap = tmp_path / "snap"
+    rebucket("generate", "--out", snap, "--keys", "100", "--sub-keys", "2", "--buckets", "4", "--width", "2")
+    states = tmp_path / "states.json"
+    states.write_text(rebucket("inspect", "--json", snap).stdout)
+    exp = tmp_path / "x.parquet"
+    rebucket("export", snap, "--out", exp)
+    copied = tmp_path / "copied.parquet"
+    duckdb.connect().execute(f"COPY (SELECT * FROM read_parquet('{exp}')) TO '{copied}' (FORMAT parquet)")
+    res = json.loads(rebucket("--json", "import", copied, "--buckets", "4", "--out", tmp_path / "back",
+                              "--states", states, "--no-worker-state").stdout)
+    manifest = json.loads((snap / "MANIFEST.json").read_text())
+    strip = lambda s: {k: s.get(k) for k in ("step", "name", "kind", "key_codec", "sub_key_codec", "value_codec")}
+    assert [strip(s) for s in res["states"]] == [strip(s) for s in manifest["states"]]
+    assert res["worker_states"] in (None, [])
