@@ -57,6 +57,9 @@ type ImportOptions struct {
 	// Step and State are the step and state of every row of a table that
 	// has no such columns (a plain key/value table).
 	Step, State string
+	// DryRun runs the checks and makes the plan (inputs, states, width,
+	// per-worker state, the target) without reading rows or writing.
+	DryRun bool
 	// Memory bounds the sort's buffers (default plan.DefaultMemory(), as
 	// rewrite); TmpDir is where it spills (default: beside the output).
 	Memory int64
@@ -94,11 +97,14 @@ type ImportResult struct {
 	Width        int                      `json:"width"`
 	States       []snapshotfmt.State      `json:"states"`
 	WorkerStates []string                 `json:"worker_states"`
-	WorkerSource string                   `json:"worker_state_source,omitempty"`
-	Sort         extsort.Stats            `json:"sort"`
-	Verified     bool                     `json:"verified"`
-	Files        int                      `json:"files"`
-	DataBytes    int64                    `json:"data_bytes"`
+	// DryRun: only the checks ran; nothing was read past the files'
+	// headers and nothing was written.
+	DryRun       bool          `json:"dry_run,omitempty"`
+	WorkerSource string        `json:"worker_state_source,omitempty"`
+	Sort         extsort.Stats `json:"sort"`
+	Verified     bool          `json:"verified"`
+	Files        int           `json:"files"`
+	DataBytes    int64         `json:"data_bytes"`
 	// StaleRemoved and Leftover are the temporary directories beside the
 	// target that were removed (dead runs') or left alone (see
 	// writer.Stage).
@@ -275,6 +281,72 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	}
 	res.Width = width
 
+	// Per-worker state, read before anything is written.
+	wsSrc := opts.WorkerState
+	if wsSrc == "" && em != nil && em.WorkerStateFile != "" && like == nil && !opts.NoWorkerState {
+		base := filepath.Dir(src)
+		if st, err := os.Stat(src); err == nil && st.IsDir() {
+			base = src
+		}
+		// A path from a file's metadata is untrusted: it must name a
+		// file inside the dataset directory.
+		if wsSrc, err = metaPathInside(base, em.WorkerStateFile); err != nil {
+			return nil, err
+		}
+	}
+	wsReal, _ := filepath.EvalSymlinks(wsSrc)
+	for _, q := range skipped {
+		// The per-worker table, or the _rebucket directory holding it, is
+		// read, not ignored.
+		if r, err := filepath.EvalSymlinks(q); err == nil && wsSrc != "" && (r == wsReal || filepath.Base(q) == WorkerStateDir && r == filepath.Dir(wsReal)) {
+			continue
+		}
+		res.Ignored = append(res.Ignored, q)
+	}
+	var wstates []workerStateIn
+	if like != nil && wsSrc == "" && !opts.NoWorkerState {
+		res.WorkerSource, wstates = opts.Like, like.workers
+	}
+	if wsSrc != "" {
+		res.WorkerSource = wsSrc
+		var exp *workerExpect
+		if em != nil {
+			exp = &workerExpect{meta: em.WorkerStates, width: em.WidthAtWrite}
+			if opts.WorkerState == "" {
+				// The export's own table: its states are the metadata's
+				// and its item counts the manifest's.
+				exp.own, exp.manifest = true, srcManifest
+			}
+		}
+		if wstates, err = readWorkerStates(ctx, wsSrc, exp); err != nil {
+			return nil, err
+		}
+	}
+
+	if opts.DryRun {
+		// The checks and the plan: the target, every file's schema and
+		// metadata, the states and per-worker state; no row is read and
+		// nothing is written.
+		if err := writer.CheckTarget(out, opts.Writer.Force, "--out"); err != nil {
+			return nil, err
+		}
+		res.DryRun = true
+		for _, p := range parts {
+			if pp, ok := p.(*parquetPart); ok {
+				res.RowsDeclared += uint64(pp.declared())
+			}
+		}
+		for _, sl := range order {
+			res.States = append(res.States, sl.st)
+		}
+		for _, ws := range wstates {
+			res.WorkerStates = append(res.WorkerStates, ws.step+"/"+ws.name)
+		}
+		res.Elapsed = time.Since(start)
+		res.ElapsedSecond = res.Elapsed.Seconds()
+		return res, nil
+	}
+
 	tmp := opts.TmpDir
 	if tmp == "" {
 		tmp = filepath.Dir(filepath.Clean(out))
@@ -285,10 +357,20 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	sorter := extsort.New(extsort.Options{Memory: opts.Memory, TmpDir: tmp})
 	defer sorter.Close()
 
-	// Progress in logical bytes (encoded keys plus values), as the
-	// manifest counts them; the read's total is unknown.
-	var logical int64
-	prog.Start(0, "import: read")
+	// Progress in rows against the rows the files declare: Parquet
+	// footers say it before the read; an Arrow IPC file's batches say it
+	// only as they are read, so with one in the dataset the bar has no
+	// total.
+	var logical, declaredTotal, pending int64
+	for _, p := range parts {
+		pp, ok := p.(*parquetPart)
+		if !ok {
+			declaredTotal = 0
+			break
+		}
+		declaredTotal += pp.declared()
+	}
+	progress.StartUnit(prog, declaredTotal, "import: read", progress.Rows)
 	cols := []string{"step", "state", "key", "sub_key", "value"}
 	var key []byte
 	var listErr error
@@ -404,9 +486,14 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			res.Rows++
 			n := int64(len(key) + len(valC.b))
 			logical += n
-			prog.Add(n)
+			if pending++; pending == 4096 {
+				prog.Add(pending)
+				pending = 0
+			}
 			return nil
 		})
+		prog.Add(pending)
+		pending = 0
 		if err != nil {
 			prog.Finish()
 			return nil, err
@@ -444,48 +531,6 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		states = append(states, st)
 	}
 	res.States = states
-
-	// Per-worker state, read before anything is written.
-	wsSrc := opts.WorkerState
-	if wsSrc == "" && em != nil && em.WorkerStateFile != "" && like == nil && !opts.NoWorkerState {
-		base := filepath.Dir(src)
-		if st, err := os.Stat(src); err == nil && st.IsDir() {
-			base = src
-		}
-		// A path from a file's metadata is untrusted: it must name a
-		// file inside the dataset directory.
-		if wsSrc, err = metaPathInside(base, em.WorkerStateFile); err != nil {
-			return nil, err
-		}
-	}
-	wsReal, _ := filepath.EvalSymlinks(wsSrc)
-	for _, q := range skipped {
-		// The per-worker table, or the _rebucket directory holding it, is
-		// read, not ignored.
-		if r, err := filepath.EvalSymlinks(q); err == nil && wsSrc != "" && (r == wsReal || filepath.Base(q) == WorkerStateDir && r == filepath.Dir(wsReal)) {
-			continue
-		}
-		res.Ignored = append(res.Ignored, q)
-	}
-	var wstates []workerStateIn
-	if like != nil && wsSrc == "" && !opts.NoWorkerState {
-		res.WorkerSource, wstates = opts.Like, like.workers
-	}
-	if wsSrc != "" {
-		res.WorkerSource = wsSrc
-		var exp *workerExpect
-		if em != nil {
-			exp = &workerExpect{meta: em.WorkerStates, width: em.WidthAtWrite}
-			if opts.WorkerState == "" {
-				// The export's own table: its states are the metadata's
-				// and its item counts the manifest's.
-				exp.own, exp.manifest = true, srcManifest
-			}
-		}
-		if wstates, err = readWorkerStates(ctx, wsSrc, exp); err != nil {
-			return nil, err
-		}
-	}
 
 	it, err := sorter.Finish(ctx)
 	if err != nil {

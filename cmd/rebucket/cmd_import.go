@@ -21,7 +21,7 @@ type importOptions struct {
 	buckets, width                                int
 	mapping, out, dedupe, statesFile, workerState string
 	like, step, state                             string
-	noWorkerState                                 bool
+	noWorkerState, dryRun                         bool
 	memory, tmpDir, fileSize, compression         string
 	force, noVerify                               bool
 }
@@ -96,6 +96,7 @@ fingerprints compared with what was written (--no-verify skips that).`,
 	f.StringVar(&o.compression, "compression", "snappy", "data file compression: snappy, zstd or none")
 	f.BoolVar(&o.force, "force", false, "replace a non-empty --out once the new snapshot is complete")
 	f.BoolVar(&o.noVerify, "no-verify", false, "skip reading the written snapshot back")
+	f.BoolVar(&o.dryRun, "dry-run", false, "run the checks and print the plan, write nothing: exit 0 when the import would start, else the refusal's code")
 	return cmd
 }
 
@@ -136,7 +137,7 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	}
 	opts := dataset.ImportOptions{
 		Buckets: o.buckets, Mapping: mapping, Width: o.width, Dedupe: o.dedupe,
-		WorkerState: o.workerState, NoWorkerState: o.noWorkerState, Like: o.like, Step: o.step, State: o.state, Memory: mem, TmpDir: o.tmpDir, NoVerify: o.noVerify,
+		WorkerState: o.workerState, NoWorkerState: o.noWorkerState, Like: o.like, Step: o.step, State: o.state, DryRun: o.dryRun, Memory: mem, TmpDir: o.tmpDir, NoVerify: o.noVerify,
 		Writer:   writer.Options{FileSize: fs, Force: o.force, Compression: o.compression},
 		Progress: newProgress(cmd, g), Tool: toolName(),
 	}
@@ -159,6 +160,12 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 		return err
 	}
 	res, err := dataset.Import(cmd.Context(), src, o.out, opts)
+	if o.dryRun {
+		if err == nil && !g.JSON {
+			printImportPlan(cmd, src, o.out, res)
+		}
+		return reportDryRun(cmd, g, "import", res, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -200,4 +207,23 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 		fmt.Fprintln(w, "not verified (--no-verify)")
 	}
 	return nil
+}
+
+// printImportPlan is the human plan of import --dry-run.
+func printImportPlan(cmd *cobra.Command, src, out string, res *dataset.ImportResult) {
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "plan: import %s into %s: %d input files", src, out, len(res.Inputs))
+	if res.RowsDeclared > 0 {
+		fmt.Fprintf(w, " declaring %s rows", units.Count(res.RowsDeclared))
+	}
+	fmt.Fprintf(w, ", %d buckets (%s), width %d\n", res.Partitioning.Buckets, res.Partitioning.Mapping, res.Width)
+	fmt.Fprintf(w, "states (%s):\n", res.StatesFrom)
+	for _, s := range res.States {
+		fmt.Fprintf(w, "  %-28s %s\n", s.QualifiedName(), s.Kind)
+	}
+	if len(res.WorkerStates) > 0 {
+		fmt.Fprintf(w, "per-worker state from %s: %s\n", res.WorkerSource, strings.Join(res.WorkerStates, ", "))
+	} else {
+		fmt.Fprintln(w, "per-worker state: none")
+	}
 }
