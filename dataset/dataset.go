@@ -11,8 +11,11 @@
 //     files in the Hive layout (step=S/state=N/part-00000.parquet, or
 //     bucket=B/part-00000.parquet) that pyarrow and DuckDB read as
 //     partitions; the partition columns are left out of the files (the path
-//     carries them). Per-worker state is _worker_state.EXT in the directory
-//     (the leading underscore keeps dataset readers from taking it for data).
+//     carries them). Per-worker state is _rebucket/worker_state.parq (.ipc
+//     for Arrow, .ndjson for JSON Lines): the leading underscore keeps
+//     pyarrow and Spark from taking it for data, and the extension keeps it
+//     out of DuckDB's 'dir/**/*.parquet' glob (a file outside the Hive
+//     layout there fails the whole query).
 //
 // Every Parquet and Arrow file carries in its key-value metadata:
 // MetaManifest (the source snapshot's MANIFEST.json), MetaPartitioning (its

@@ -94,7 +94,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 			target := filepath.Join(dir, "imported", string(rune('a'+i)))
 			os.MkdirAll(filepath.Dir(target), 0o755)
-			ir, err := dataset.Import(ctx, out, target, dataset.ImportOptions{
+			ir, err := dataset.Import(ctx, out, target, dataset.ImportOptions{InferStates: true,
 				Buckets: c.buckets, Mapping: c.mapping, Width: c.width, Memory: 160 << 10,
 			})
 			if err != nil {
@@ -241,7 +241,7 @@ func TestImportForeignInferred(t *testing.T) {
 	}
 	in := filepath.Join(dir, "foreign.parquet")
 	writeParquet(t, in, rows)
-	res, err := dataset.Import(ctx, in, filepath.Join(dir, "out"), dataset.ImportOptions{Buckets: 7})
+	res, err := dataset.Import(ctx, in, filepath.Join(dir, "out"), dataset.ImportOptions{InferStates: true, Buckets: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestImportForeignInferred(t *testing.T) {
 		{ID: 9, Step: "agg", Name: "total", Kind: snapshotfmt.KindValue, ValueCodec: "int64"},
 		{ID: 4, Step: "tags", Name: "byname", Kind: snapshotfmt.KindMap, SubKeyCodec: "utf8"},
 	}
-	res, err = dataset.Import(ctx, in, filepath.Join(dir, "out2"), dataset.ImportOptions{Buckets: 2, States: states})
+	res, err = dataset.Import(ctx, in, filepath.Join(dir, "out2"), dataset.ImportOptions{InferStates: true, Buckets: 2, States: states})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestImportForeignInferred(t *testing.T) {
 		t.Fatalf("%+v", res.States)
 	}
 	// A states file without one of the dataset's states is refused.
-	_, err = dataset.Import(ctx, in, filepath.Join(dir, "out3"), dataset.ImportOptions{Buckets: 2, States: states[:1]})
+	_, err = dataset.Import(ctx, in, filepath.Join(dir, "out3"), dataset.ImportOptions{InferStates: true, Buckets: 2, States: states[:1]})
 	if !errors.Is(err, snapshotfmt.ErrInvalidArgument) || !strings.Contains(err.Error(), "tags/byname") {
 		t.Fatalf("missing state: %v", err)
 	}
@@ -283,7 +283,7 @@ func TestImportDuplicates(t *testing.T) {
 	}
 	in := filepath.Join(dir, "dups.parquet")
 	writeParquet(t, in, rows)
-	_, err := dataset.Import(ctx, in, filepath.Join(dir, "a"), dataset.ImportOptions{Buckets: 4})
+	_, err := dataset.Import(ctx, in, filepath.Join(dir, "a"), dataset.ImportOptions{InferStates: true, Buckets: 4})
 	if !errors.Is(err, snapshotfmt.ErrInvalidArgument) || !strings.Contains(err.Error(), `s/v key="k1"`) {
 		t.Fatalf("duplicates: %v", err)
 	}
@@ -292,7 +292,7 @@ func TestImportDuplicates(t *testing.T) {
 	}
 	for _, c := range []struct{ mode, want string }{{"first", "first"}, {"last", "last"}} {
 		out := filepath.Join(dir, c.mode)
-		res, err := dataset.Import(ctx, in, out, dataset.ImportOptions{Buckets: 4, Dedupe: c.mode})
+		res, err := dataset.Import(ctx, in, out, dataset.ImportOptions{InferStates: true, Buckets: 4, Dedupe: c.mode})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,6 @@ func TestImportBadInputs(t *testing.T) {
 		want  []string
 	}{
 		{"missing_value.parquet", snapshotfmt.ErrInvalidArgument, []string{"missing column value", "missing column state"}},
-		{"key_string.parquet", snapshotfmt.ErrInvalidArgument, []string{"column key is string", "cast it to binary"}},
 		{"truncated.parquet", snapshotfmt.ErrCorrupt, []string{"truncated.parquet", "Parquet"}},
 		{"empty.parquet", snapshotfmt.ErrCorrupt, []string{"is empty"}},
 		{"mistake.csv", snapshotfmt.ErrCorrupt, []string{"not a Parquet or Arrow IPC file", "CSV"}},
@@ -337,7 +336,7 @@ func TestImportBadInputs(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
-			_, err := dataset.Import(ctx, filepath.Join("testdata", c.file), out, dataset.ImportOptions{Buckets: 4})
+			_, err := dataset.Import(ctx, filepath.Join("testdata", c.file), out, dataset.ImportOptions{InferStates: true, Buckets: 4})
 			if !errors.Is(err, c.class) {
 				t.Fatalf("err %v, want %v", err, c.class)
 			}
@@ -356,7 +355,7 @@ func TestImportBadInputs(t *testing.T) {
 // The checked-in exports still import: the format of an export is stable.
 func TestImportTestdata(t *testing.T) {
 	for _, f := range []string{"small.parquet", "small.arrow"} {
-		res, err := dataset.Import(ctx, filepath.Join("testdata", f), filepath.Join(t.TempDir(), "o"), dataset.ImportOptions{Buckets: 3})
+		res, err := dataset.Import(ctx, filepath.Join("testdata", f), filepath.Join(t.TempDir(), "o"), dataset.ImportOptions{InferStates: true, Buckets: 3})
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}

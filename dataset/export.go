@@ -40,7 +40,9 @@ type ExportOptions struct {
 	View reader.ArrowOptions
 	// PartitionBy is "", "state" or "bucket".
 	PartitionBy string
-	// Compression is zstd (default), snappy (Parquet only) or none.
+	// Compression is zstd, snappy (Parquet only) or none; "" is zstd for
+	// Parquet and none for Arrow IPC (readable by every Arrow library,
+	// JavaScript's included). It applies to the per-worker table too.
 	Compression string
 	// RowGroupRows is the Parquet row group size in rows.
 	RowGroupRows int64
@@ -124,10 +126,10 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 		}
 		pub = &dirPublisher{st: st}
 		if len(m.WorkerStates) > 0 {
-			em.WorkerStateFile = "_worker_state" + opts.Format.Ext()
+			em.WorkerStateFile = workerStateRel(opts.Format)
 		}
 	} else {
-		fp, err := newFilePublisher(out, opts.Force)
+		fp, err := newFilePublisher(out, opts.Format, opts.Force)
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +253,7 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 		if err != nil {
 			return nil, err
 		}
-		items, err := writeWorkerStateTable(ctx, s, p, opts.Format, meta)
+		items, err := writeWorkerStateTable(ctx, s, p, opts.Format, opts.Compression, meta)
 		if err != nil {
 			return nil, err
 		}
@@ -265,7 +267,7 @@ func Export(ctx context.Context, s *reader.Snapshot, out string, opts ExportOpti
 	if em.WorkerStateFile != "" {
 		res.WorkerStateFile = filepath.Join(filepath.Dir(out), em.WorkerStateFile)
 		if opts.PartitionBy != "" {
-			res.WorkerStateFile = filepath.Join(out, em.WorkerStateFile)
+			res.WorkerStateFile = filepath.Join(out, filepath.FromSlash(em.WorkerStateFile))
 		}
 	}
 	res.Elapsed = time.Since(start)
@@ -527,6 +529,7 @@ func dirSize(dir string) int64 {
 // last, so a complete data file never points at a missing sibling).
 type filePublisher struct {
 	target string
+	format Format
 	force  bool
 	tmps   map[string]string      // rel -> temp path
 	dirs   map[string]*fsx.RunDir // rel -> the run directory holding it
@@ -535,14 +538,14 @@ type filePublisher struct {
 	bytes  int64
 }
 
-func newFilePublisher(target string, force bool) (*filePublisher, error) {
+func newFilePublisher(target string, format Format, force bool) (*filePublisher, error) {
 	if err := checkFileTarget(target, force); err != nil {
 		return nil, err
 	}
 	if st, err := os.Stat(filepath.Dir(target)); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%w: the directory of %s does not exist; create it first", snapshotfmt.ErrInvalidArgument, target)
 	}
-	return &filePublisher{target: target, force: force, tmps: map[string]string{}, dirs: map[string]*fsx.RunDir{}, final: map[string]string{}}, nil
+	return &filePublisher{target: target, format: format, force: force, tmps: map[string]string{}, dirs: map[string]*fsx.RunDir{}, final: map[string]string{}}, nil
 }
 
 // checkFileTarget refuses an existing target unless force, and under force
@@ -569,8 +572,9 @@ func checkFileTarget(target string, force bool) error {
 func (f *filePublisher) path(rel string) (string, error) {
 	final := f.target
 	if rel == "workers" {
-		ext := filepath.Ext(f.target)
-		final = filepath.Join(filepath.Dir(f.target), workerSibling(filepath.Base(f.target), formatOfExt(ext)))
+		// Named by the format written, as the metadata and the report
+		// name it, whatever the target's extension.
+		final = filepath.Join(filepath.Dir(f.target), workerSibling(filepath.Base(f.target), f.format))
 		if _, err := os.Lstat(final); err == nil && !f.force {
 			return "", fmt.Errorf("%w: %s exists (use --force to replace it)", snapshotfmt.ErrRefused, final)
 		}
@@ -592,16 +596,6 @@ func (f *filePublisher) path(rel string) (string, error) {
 	f.tmps[rel], f.dirs[rel], f.final[rel] = tmp, d, final
 	f.order = append(f.order, rel)
 	return tmp, nil
-}
-
-func formatOfExt(ext string) Format {
-	switch ext {
-	case ".arrow", ".feather", ".ipc":
-		return Arrow
-	case ".jsonl", ".ndjson", ".json":
-		return JSONL
-	}
-	return Parquet
 }
 
 func (f *filePublisher) publish() error {

@@ -61,7 +61,7 @@ func TestPartitionedExportBoundedWriters(t *testing.T) {
 			}
 			target := filepath.Join(dir, "back", string(rune('a'+i)))
 			os.MkdirAll(filepath.Dir(target), 0o755)
-			if _, err := dataset.Import(ctx, out, target, dataset.ImportOptions{Buckets: 64}); err != nil {
+			if _, err := dataset.Import(ctx, out, target, dataset.ImportOptions{InferStates: true, Buckets: 64}); err != nil {
 				t.Fatal(err)
 			}
 			assertEqual(t, target, src)

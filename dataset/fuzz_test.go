@@ -25,7 +25,7 @@ func FuzzImport(f *testing.F) {
 		if err := os.WriteFile(in, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		res, err := dataset.Import(ctx, in, filepath.Join(dir, "out"), dataset.ImportOptions{Buckets: 3, NoVerify: true, Memory: 1 << 20, Dedupe: "last"})
+		res, err := dataset.Import(ctx, in, filepath.Join(dir, "out"), dataset.ImportOptions{InferStates: true, Buckets: 3, NoVerify: true, Memory: 1 << 20, Dedupe: "last"})
 		if err != nil {
 			for _, class := range []error{snapshotfmt.ErrCorrupt, snapshotfmt.ErrInvalidArgument, snapshotfmt.ErrTooLarge, snapshotfmt.ErrUnsupported} {
 				if errors.Is(err, class) {

@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -41,6 +42,24 @@ type ImportOptions struct {
 	// WorkerState is a per-worker state table to import (default: the one
 	// the export's metadata names).
 	WorkerState string
+	// NoWorkerState imports no per-worker state, said explicitly.
+	NoWorkerState bool
+	// Like is an existing snapshot whose states (kinds, codecs), width at
+	// write and per-worker state the import takes (States, Width and
+	// WorkerState, when set, win). A dataset without export metadata is
+	// refused unless Like, or States with WorkerState or NoWorkerState,
+	// says where these come from.
+	Like string
+	// InferStates accepts a dataset without export metadata with inferred
+	// kinds (a map where sub_key is set, else a value), no codecs and no
+	// per-worker state: for tests and callers that know the data is such.
+	InferStates bool
+	// Step and State are the step and state of every row of a table that
+	// has no such columns (a plain key/value table).
+	Step, State string
+	// DryRun runs the checks and makes the plan (inputs, states, width,
+	// per-worker state, the target) without reading rows or writing.
+	DryRun bool
 	// Memory bounds the sort's buffers (default plan.DefaultMemory(), as
 	// rewrite); TmpDir is where it spills (default: beside the output).
 	Memory int64
@@ -78,11 +97,14 @@ type ImportResult struct {
 	Width        int                      `json:"width"`
 	States       []snapshotfmt.State      `json:"states"`
 	WorkerStates []string                 `json:"worker_states"`
-	WorkerSource string                   `json:"worker_state_source,omitempty"`
-	Sort         extsort.Stats            `json:"sort"`
-	Verified     bool                     `json:"verified"`
-	Files        int                      `json:"files"`
-	DataBytes    int64                    `json:"data_bytes"`
+	// DryRun: only the checks ran; nothing was read past the files'
+	// headers and nothing was written.
+	DryRun       bool          `json:"dry_run,omitempty"`
+	WorkerSource string        `json:"worker_state_source,omitempty"`
+	Sort         extsort.Stats `json:"sort"`
+	Verified     bool          `json:"verified"`
+	Files        int           `json:"files"`
+	DataBytes    int64         `json:"data_bytes"`
 	// StaleRemoved and Leftover are the temporary directories beside the
 	// target that were removed (dead runs') or left alone (see
 	// writer.Stage).
@@ -146,6 +168,14 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		}
 	}()
 	var problems []string
+	for i := range inputs {
+		// --step/--state stand in for absent columns, as a Hive path does.
+		for c, v := range map[string]string{"step": opts.Step, "state": opts.State} {
+			if _, ok := inputs[i].hive[c]; v != "" && !ok {
+				inputs[i].hive[c] = v
+			}
+		}
+	}
 	for _, in := range inputs {
 		if err := checkParquetFooter(in.path, opts.Memory); err != nil { // limits.go
 			return nil, err
@@ -155,6 +185,11 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			return nil, err
 		}
 		parts = append(parts, p)
+		for c, v := range map[string]string{"step": opts.Step, "state": opts.State} {
+			if _, has := p.columns()[c]; has && v != "" {
+				problems = append(problems, fmt.Sprintf("%s: --%s %s is for a table without a %s column, and this one has it", in.path, c, v, c))
+			}
+		}
 		if msg := checkSchema(p.columns(), in.hive); msg != "" {
 			problems = append(problems, fmt.Sprintf("%s: %s", in.path, msg))
 		}
@@ -195,10 +230,29 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			res.Partial = em.Filter.Partial()
 		}
 	}
+	var like *likeSnapshot
+	if opts.Like != "" {
+		if like, err = readLike(ctx, opts.Like); err != nil {
+			return nil, err
+		}
+	} else if em == nil && !opts.InferStates {
+		needStates, needWorkers := opts.States == nil, opts.WorkerState == "" && !opts.NoWorkerState
+		if needStates || needWorkers {
+			return nil, errNoMetadata(src, needStates, needWorkers)
+		}
+	}
+	if opts.NoWorkerState && opts.WorkerState != "" {
+		return nil, fmt.Errorf("%w: a per-worker state table and no per-worker state: choose one", snapshotfmt.ErrInvalidArgument)
+	}
 	slots := map[string]*stateSlot{}
 	var order []*stateSlot
 	known := false
 	switch {
+	case like != nil && opts.States == nil:
+		known, res.StatesFrom = true, "like "+opts.Like
+		if err := addStates(like.states, slots, &order); err != nil {
+			return nil, fmt.Errorf("--like %s: %w", opts.Like, err)
+		}
 	case opts.States != nil:
 		known, res.StatesFrom = true, "states file"
 		if err := addStates(opts.States, slots, &order); err != nil {
@@ -216,7 +270,9 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	width := opts.Width
 	if width == 0 {
 		width = 1
-		if em != nil && em.WidthAtWrite > 0 {
+		if like != nil && like.width > 0 {
+			width = min(like.width, opts.Buckets)
+		} else if em != nil && em.WidthAtWrite > 0 {
 			width = min(em.WidthAtWrite, opts.Buckets)
 		}
 	}
@@ -224,6 +280,72 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		return nil, fmt.Errorf("%w: width %d: want 1..%d (the bucket count)", snapshotfmt.ErrInvalidArgument, width, opts.Buckets)
 	}
 	res.Width = width
+
+	// Per-worker state, read before anything is written.
+	wsSrc := opts.WorkerState
+	if wsSrc == "" && em != nil && em.WorkerStateFile != "" && like == nil && !opts.NoWorkerState {
+		base := filepath.Dir(src)
+		if st, err := os.Stat(src); err == nil && st.IsDir() {
+			base = src
+		}
+		// A path from a file's metadata is untrusted: it must name a
+		// file inside the dataset directory.
+		if wsSrc, err = metaPathInside(base, em.WorkerStateFile); err != nil {
+			return nil, err
+		}
+	}
+	wsReal, _ := filepath.EvalSymlinks(wsSrc)
+	for _, q := range skipped {
+		// The per-worker table, or the _rebucket directory holding it, is
+		// read, not ignored.
+		if r, err := filepath.EvalSymlinks(q); err == nil && wsSrc != "" && (r == wsReal || filepath.Base(q) == WorkerStateDir && r == filepath.Dir(wsReal)) {
+			continue
+		}
+		res.Ignored = append(res.Ignored, q)
+	}
+	var wstates []workerStateIn
+	if like != nil && wsSrc == "" && !opts.NoWorkerState {
+		res.WorkerSource, wstates = opts.Like, like.workers
+	}
+	if wsSrc != "" {
+		res.WorkerSource = wsSrc
+		var exp *workerExpect
+		if em != nil {
+			exp = &workerExpect{meta: em.WorkerStates, width: em.WidthAtWrite}
+			if opts.WorkerState == "" {
+				// The export's own table: its states are the metadata's
+				// and its item counts the manifest's.
+				exp.own, exp.manifest = true, srcManifest
+			}
+		}
+		if wstates, err = readWorkerStates(ctx, wsSrc, exp); err != nil {
+			return nil, err
+		}
+	}
+
+	if opts.DryRun {
+		// The checks and the plan: the target, every file's schema and
+		// metadata, the states and per-worker state; no row is read and
+		// nothing is written.
+		if err := writer.CheckTarget(out, opts.Writer.Force, "--out"); err != nil {
+			return nil, err
+		}
+		res.DryRun = true
+		for _, p := range parts {
+			if pp, ok := p.(*parquetPart); ok {
+				res.RowsDeclared += uint64(pp.declared())
+			}
+		}
+		for _, sl := range order {
+			res.States = append(res.States, sl.st)
+		}
+		for _, ws := range wstates {
+			res.WorkerStates = append(res.WorkerStates, ws.step+"/"+ws.name)
+		}
+		res.Elapsed = time.Since(start)
+		res.ElapsedSecond = res.Elapsed.Seconds()
+		return res, nil
+	}
 
 	tmp := opts.TmpDir
 	if tmp == "" {
@@ -235,10 +357,20 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 	sorter := extsort.New(extsort.Options{Memory: opts.Memory, TmpDir: tmp})
 	defer sorter.Close()
 
-	// Progress in logical bytes (encoded keys plus values), as the
-	// manifest counts them; the read's total is unknown.
-	var logical int64
-	prog.Start(0, "import: read")
+	// Progress in rows against the rows the files declare: Parquet
+	// footers say it before the read; an Arrow IPC file's batches say it
+	// only as they are read, so with one in the dataset the bar has no
+	// total.
+	var logical, declaredTotal, pending int64
+	for _, p := range parts {
+		pp, ok := p.(*parquetPart)
+		if !ok {
+			declaredTotal = 0
+			break
+		}
+		declaredTotal += pp.declared()
+	}
+	progress.StartUnit(prog, declaredTotal, "import: read", progress.Rows)
 	cols := []string{"step", "state", "key", "sub_key", "value"}
 	var key []byte
 	var listErr error
@@ -256,6 +388,9 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			}
 		}
 		hiveStep, hiveState := []byte(in.hive["step"]), []byte(in.hive["state"])
+		classOf := func(c string) string { return have[c].class }
+		keyCls, subCls, valCls := classOf("key"), classOf("sub_key"), classOf("value")
+		var keyBuf, subBuf, valBuf []byte
 		var last *stateSlot // the slot of the previous row
 		var rowN uint64
 		err := p.scan(ctx, present, func(cs []cell) error {
@@ -324,6 +459,18 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			} else if sl.withSub > 0 && sl.nilSub > 0 {
 				return fmt.Errorf("%w: %s: state %s has rows with and without sub_key: it is neither a map (every row has one) nor a value state; give its kind with --states", snapshotfmt.ErrInvalidArgument, where(), sl.st.QualifiedName())
 			}
+			var err error
+			if keyC.b, keyBuf, err = encodeTyped(keyC, keyCls, sl.st.KeyCodec, keyBuf, "key", sl, where); err != nil {
+				return err
+			}
+			if !subC.null {
+				if subC.b, subBuf, err = encodeTyped(subC, subCls, sl.st.SubKeyCodec, subBuf, "sub_key", sl, where); err != nil {
+					return err
+				}
+			}
+			if valC.b, valBuf, err = encodeTyped(valC, valCls, sl.st.ValueCodec, valBuf, "value", sl, where); err != nil {
+				return err
+			}
 			if err := checkRowSize(where, len(keyC.b), len(subC.b), len(valC.b), opts.Memory); err != nil { // limits.go
 				return err
 			}
@@ -339,9 +486,14 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 			res.Rows++
 			n := int64(len(key) + len(valC.b))
 			logical += n
-			prog.Add(n)
+			if pending++; pending == 4096 {
+				prog.Add(pending)
+				pending = 0
+			}
 			return nil
 		})
+		prog.Add(pending)
+		pending = 0
 		if err != nil {
 			prog.Finish()
 			return nil, err
@@ -379,43 +531,6 @@ func Import(ctx context.Context, src, out string, opts ImportOptions) (*ImportRe
 		states = append(states, st)
 	}
 	res.States = states
-
-	// Per-worker state, read before anything is written.
-	wsSrc := opts.WorkerState
-	if wsSrc == "" && em != nil && em.WorkerStateFile != "" {
-		base := filepath.Dir(src)
-		if st, err := os.Stat(src); err == nil && st.IsDir() {
-			base = src
-		}
-		// A path from a file's metadata is untrusted: it must name a
-		// file inside the dataset directory.
-		if wsSrc, err = metaPathInside(base, em.WorkerStateFile); err != nil {
-			return nil, err
-		}
-	}
-	wsReal, _ := filepath.EvalSymlinks(wsSrc)
-	for _, q := range skipped {
-		if r, err := filepath.EvalSymlinks(q); err == nil && wsSrc != "" && r == wsReal {
-			continue
-		}
-		res.Ignored = append(res.Ignored, q)
-	}
-	var wstates []workerStateIn
-	if wsSrc != "" {
-		res.WorkerSource = wsSrc
-		var exp *workerExpect
-		if em != nil {
-			exp = &workerExpect{meta: em.WorkerStates, width: em.WidthAtWrite}
-			if opts.WorkerState == "" {
-				// The export's own table: its states are the metadata's
-				// and its item counts the manifest's.
-				exp.own, exp.manifest = true, srcManifest
-			}
-		}
-		if wstates, err = readWorkerStates(ctx, wsSrc, exp); err != nil {
-			return nil, err
-		}
-	}
 
 	it, err := sorter.Finish(ctx)
 	if err != nil {
@@ -668,10 +783,32 @@ func checkSchema(cols map[string]colInfo, hive map[string]string) string {
 	}
 	need("step", classString, classBinary)
 	need("state", classString, classBinary)
-	need("key", classBinary)
-	need("value", classBinary)
+	// A plain table's VARCHAR or BIGINT key and value are encoded by the
+	// state's codec hint (utf8/json/bytes text as is, int64 big-endian).
+	need("key", classBinary, classString, classInt)
+	need("value", classBinary, classString, classInt)
 	if _, ok := cols["sub_key"]; ok {
-		need("sub_key", classBinary)
+		need("sub_key", classBinary, classString, classInt)
 	}
 	return strings.Join(bad, "; ")
+}
+
+// encodeTyped gives the bytes of a key, sub-key or value cell of a typed
+// column by the state's codec: an integer column is int64 big-endian (the
+// codec must be int64), a string column its UTF-8 text (any codec but
+// int64), a binary column as is.
+func encodeTyped(c cell, class, codec string, buf []byte, col string, sl *stateSlot, where func() string) ([]byte, []byte, error) {
+	switch class {
+	case classInt:
+		if codec != "int64" {
+			return nil, buf, fmt.Errorf("%w: %s: column %s is an integer, but state %s's %s codec is %q: give it codec int64 (--states, --like) or cast the column to binary", snapshotfmt.ErrInvalidArgument, where(), col, sl.st.QualifiedName(), col, codec)
+		}
+		buf = binary.BigEndian.AppendUint64(buf[:0], uint64(c.i))
+		return buf, buf, nil
+	case classString:
+		if codec == "int64" {
+			return nil, buf, fmt.Errorf("%w: %s: column %s is a string, but state %s's %s codec is int64: cast the column to BIGINT", snapshotfmt.ErrInvalidArgument, where(), col, sl.st.QualifiedName(), col)
+		}
+	}
+	return c.b, buf, nil
 }

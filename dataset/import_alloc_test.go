@@ -40,7 +40,7 @@ func TestImportAllocationsPerRow(t *testing.T) {
 			}
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			res, err := dataset.Import(ctx, out, filepath.Join(dir, "imp-"+string(f)), dataset.ImportOptions{
+			res, err := dataset.Import(ctx, out, filepath.Join(dir, "imp-"+string(f)), dataset.ImportOptions{InferStates: true,
 				Buckets: 16, Memory: 8 << 20, NoVerify: true,
 			})
 			runtime.ReadMemStats(&after)

@@ -189,7 +189,7 @@ func TestImportLyingParquet(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "lying.parquet")
 			writeGroups(t, p, hRows(0, 1000), 100)
 			editFooter(t, p, c.edit)
-			res, err := importErr(t, p, ImportOptions{})
+			res, err := importErr(t, p, ImportOptions{InferStates: true})
 			if err == nil {
 				t.Fatalf("imported %d of %d declared rows with no error", res.RowsRead, res.RowsDeclared)
 			}
@@ -199,7 +199,7 @@ func TestImportLyingParquet(t *testing.T) {
 	// The untouched file imports, and says what it declared and read.
 	p := filepath.Join(t.TempDir(), "fine.parquet")
 	writeGroups(t, p, hRows(0, 1000), 100)
-	res, err := importErr(t, p, ImportOptions{})
+	res, err := importErr(t, p, ImportOptions{InferStates: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestImportLyingArrow(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "lying.arrow")
 			writeArrowBatches(t, p, hRows(0, 1000), 100)
 			editArrowBlock(t, p, 3, c.edit)
-			res, err := importErr(t, p, ImportOptions{})
+			res, err := importErr(t, p, ImportOptions{InferStates: true})
 			if err == nil {
 				t.Fatalf("imported %d of %d declared rows with no error", res.RowsRead, res.RowsDeclared)
 			}
@@ -301,7 +301,7 @@ func TestImportLyingArrow(t *testing.T) {
 	}
 	p := filepath.Join(t.TempDir(), "fine.arrow")
 	writeArrowBatches(t, p, hRows(0, 1000), 100)
-	res, err := importErr(t, p, ImportOptions{})
+	res, err := importErr(t, p, ImportOptions{InferStates: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestImportLyingArrow(t *testing.T) {
 	for _, cut := range []int{len(data) - 1, len(data) - 10, len(data) / 2, 100} {
 		q := filepath.Join(t.TempDir(), "cut.arrow")
 		os.WriteFile(q, data[:cut], 0o644)
-		if _, err := importErr(t, q, ImportOptions{}); !errors.Is(err, snapshotfmt.ErrCorrupt) {
+		if _, err := importErr(t, q, ImportOptions{InferStates: true}); !errors.Is(err, snapshotfmt.ErrCorrupt) {
 			t.Errorf("cut at %d of %d: %v", cut, len(data), err)
 		}
 	}
@@ -337,7 +337,7 @@ func TestImportDatasetEntries(t *testing.T) {
 	t.Run("link inside is followed", func(t *testing.T) {
 		_, ds := setup(t)
 		hmust(t, os.Symlink(filepath.Join("_store", "p.parquet"), filepath.Join(ds, "part-1.parquet")))
-		res, err := importErr(t, ds, ImportOptions{})
+		res, err := importErr(t, ds, ImportOptions{InferStates: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -353,35 +353,35 @@ func TestImportDatasetEntries(t *testing.T) {
 		root, ds := setup(t)
 		link := filepath.Join(ds, "part-1.parquet")
 		hmust(t, os.Symlink(filepath.Join(root, "other", "p.parquet"), link))
-		_, err := importErr(t, ds, ImportOptions{})
+		_, err := importErr(t, ds, ImportOptions{InferStates: true})
 		wantErr(t, err, snapshotfmt.ErrInvalidArgument, link, "outside the dataset")
 	})
 	t.Run("dangling link is refused", func(t *testing.T) {
 		_, ds := setup(t)
 		link := filepath.Join(ds, "part-1.parquet")
 		hmust(t, os.Symlink("nowhere.parquet", link))
-		_, err := importErr(t, ds, ImportOptions{})
+		_, err := importErr(t, ds, ImportOptions{InferStates: true})
 		wantErr(t, err, snapshotfmt.ErrInvalidArgument, link)
 	})
 	t.Run("link to a directory is refused", func(t *testing.T) {
 		_, ds := setup(t)
 		link := filepath.Join(ds, "part-1")
 		hmust(t, os.Symlink("_store", link))
-		_, err := importErr(t, ds, ImportOptions{})
+		_, err := importErr(t, ds, ImportOptions{InferStates: true})
 		wantErr(t, err, snapshotfmt.ErrInvalidArgument, link, "directory")
 	})
 	t.Run("fifo is refused", func(t *testing.T) {
 		_, ds := setup(t)
 		fifo := filepath.Join(ds, "part-1.parquet")
 		hmust(t, syscall.Mkfifo(fifo, 0o644))
-		_, err := importErr(t, ds, ImportOptions{})
+		_, err := importErr(t, ds, ImportOptions{InferStates: true})
 		wantErr(t, err, snapshotfmt.ErrInvalidArgument, fifo, "FIFO")
 	})
 	t.Run("link to a device is refused", func(t *testing.T) {
 		_, ds := setup(t)
 		link := filepath.Join(ds, "part-1.parquet")
 		hmust(t, os.Symlink("/dev/null", link))
-		_, err := importErr(t, ds, ImportOptions{})
+		_, err := importErr(t, ds, ImportOptions{InferStates: true})
 		wantErr(t, err, snapshotfmt.ErrInvalidArgument, link)
 	})
 }
@@ -394,11 +394,11 @@ func TestImportSpecialFileInputs(t *testing.T) {
 	hmust(t, syscall.Mkfifo(fifo, 0o644))
 	good := filepath.Join(dir, "good.parquet")
 	writeGroups(t, good, hRows(0, 10), 10)
-	_, err := importErr(t, fifo, ImportOptions{})
+	_, err := importErr(t, fifo, ImportOptions{InferStates: true})
 	wantErr(t, err, snapshotfmt.ErrInvalidArgument, fifo, "FIFO")
-	_, err = importErr(t, "/dev/null", ImportOptions{})
+	_, err = importErr(t, "/dev/null", ImportOptions{InferStates: true})
 	wantErr(t, err, snapshotfmt.ErrInvalidArgument, "/dev/null", "character device")
-	_, err = importErr(t, good, ImportOptions{WorkerState: fifo})
+	_, err = importErr(t, good, ImportOptions{InferStates: true, WorkerState: fifo})
 	wantErr(t, err, snapshotfmt.ErrInvalidArgument, fifo, "FIFO")
 }
 
@@ -490,7 +490,7 @@ func TestImportMetadataPaths(t *testing.T) {
 			ds := exportSmall(t, dir)
 			wsf := c.setup(t, dir, ds)
 			editMeta(t, ds, func(em map[string]any, _ map[string]string) { em["worker_state_file"] = wsf })
-			res, err := importErr(t, ds, ImportOptions{})
+			res, err := importErr(t, ds, ImportOptions{InferStates: true})
 			if err == nil {
 				t.Fatalf("imported with worker state from %s", res.WorkerSource)
 			}
@@ -505,7 +505,7 @@ func TestImportMetadataPaths(t *testing.T) {
 	ds := exportSmall(t, dir)
 	hmust(t, os.Symlink("ds.workers.parquet", filepath.Join(dir, "l.workers.parquet")))
 	editMeta(t, ds, func(em map[string]any, _ map[string]string) { em["worker_state_file"] = "l.workers.parquet" })
-	res, err := importErr(t, ds, ImportOptions{})
+	res, err := importErr(t, ds, ImportOptions{InferStates: true})
 	if err != nil || len(res.WorkerStates) == 0 {
 		t.Fatalf("link inside: %v", err)
 	}
@@ -567,7 +567,7 @@ func TestImportMetadataNumbers(t *testing.T) {
 			dir := t.TempDir()
 			ds := exportSmall(t, dir)
 			editMeta(t, ds, c.edit)
-			_, err := importErr(t, ds, ImportOptions{Buckets: 4})
+			_, err := importErr(t, ds, ImportOptions{InferStates: true, Buckets: 4})
 			wantErr(t, err, c.class, c.want)
 		})
 	}
@@ -640,7 +640,7 @@ func TestImportWorkerRows(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			write(t, c.edit(append([]wrow(nil), orig...)))
-			_, err := importErr(t, ds, ImportOptions{Buckets: 4})
+			_, err := importErr(t, ds, ImportOptions{InferStates: true, Buckets: 4})
 			if err == nil {
 				t.Fatal("imported")
 			}
@@ -653,7 +653,7 @@ func TestImportWorkerRows(t *testing.T) {
 		})
 	}
 	write(t, orig)
-	if _, err := importErr(t, ds, ImportOptions{Buckets: 4}); err != nil {
+	if _, err := importErr(t, ds, ImportOptions{InferStates: true, Buckets: 4}); err != nil {
 		t.Fatalf("the untouched table: %v", err)
 	}
 }
@@ -662,9 +662,9 @@ func TestImportWorkerRows(t *testing.T) {
 func TestImportMemoryFloor(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "d.parquet")
 	writeGroups(t, p, hRows(0, 10), 10)
-	_, err := importErr(t, p, ImportOptions{Memory: 1})
+	_, err := importErr(t, p, ImportOptions{InferStates: true, Memory: 1})
 	wantErr(t, err, snapshotfmt.ErrInvalidArgument, "floor")
-	if _, err := importErr(t, p, ImportOptions{Memory: MinImportMemory}); err != nil {
+	if _, err := importErr(t, p, ImportOptions{InferStates: true, Memory: MinImportMemory}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -674,7 +674,7 @@ func TestImportDedupeCount(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "d.parquet")
 	rows := append(hRows(0, 100), hRows(0, 30)...)
 	writeGroups(t, p, rows, 50)
-	res, err := importErr(t, p, ImportOptions{Dedupe: "last"})
+	res, err := importErr(t, p, ImportOptions{InferStates: true, Dedupe: "last"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -728,7 +728,7 @@ func TestImportEmptyPartitionedExport(t *testing.T) {
 				t.Fatal(err)
 			}
 			back := filepath.Join(dir, "back")
-			res, err := Import(hctx, ds, back, ImportOptions{Buckets: 8})
+			res, err := Import(hctx, ds, back, ImportOptions{InferStates: true, Buckets: 8})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -747,9 +747,9 @@ func TestImportEmptyPartitionedExport(t *testing.T) {
 	if _, err := Export(hctx, s, ds, ExportOptions{Format: Parquet, PartitionBy: "bucket"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := importErr(t, ds, ImportOptions{Buckets: 8})
+	_, err := importErr(t, ds, ImportOptions{InferStates: true, Buckets: 8})
 	wantErr(t, err, snapshotfmt.ErrInvalidArgument, "no data files", "--states")
-	res, err := importErr(t, ds, ImportOptions{Buckets: 8, States: s.Manifest().States})
+	res, err := importErr(t, ds, ImportOptions{InferStates: true, Buckets: 8, States: s.Manifest().States})
 	if err != nil || res.Entries != 0 || len(res.States) != 2 {
 		t.Fatalf("with the states table: %+v, %v", res, err)
 	}
@@ -772,7 +772,7 @@ func TestImportExportRowTotal(t *testing.T) {
 			if _, err := Export(hctx, s, ds, ExportOptions{Format: Parquet, PartitionBy: by}); err != nil {
 				t.Fatal(err)
 			}
-			res, err := importErr(t, ds, ImportOptions{})
+			res, err := importErr(t, ds, ImportOptions{InferStates: true})
 			if err != nil || res.Partial || res.RowsRead != s.Manifest().TotalEntries() || len(res.Ignored) != 0 {
 				t.Fatalf("whole export: %+v, %v", res, err)
 			}
@@ -782,13 +782,13 @@ func TestImportExportRowTotal(t *testing.T) {
 				// One partition alone (its step and state in its
 				// columns): partial, not an error.
 				part := filepath.Dir(inputs[0].path)
-				res, err = importErr(t, part, ImportOptions{WorkerState: filepath.Join(ds, "_worker_state.parquet")})
+				res, err = importErr(t, part, ImportOptions{InferStates: true, WorkerState: filepath.Join(ds, "_rebucket", "worker_state.parq")})
 				if err != nil || !res.Partial {
 					t.Fatalf("one partition %s: %+v, %v", part, res, err)
 				}
 			}
 			hmust(t, os.Remove(inputs[len(inputs)-1].path))
-			_, err = importErr(t, ds, ImportOptions{})
+			_, err = importErr(t, ds, ImportOptions{InferStates: true})
 			wantErr(t, err, snapshotfmt.ErrCorrupt, "part files are missing")
 		})
 	}
@@ -826,7 +826,7 @@ func TestWriteHostileSeeds(t *testing.T) {
 func TestImportErrorsBounded(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "d.parquet")
 	writeGroups(t, p, []hRow{{strings.Repeat("x/", 500000), "v", []byte("k"), []byte("v")}}, 1)
-	_, err := importErr(t, p, ImportOptions{})
+	_, err := importErr(t, p, ImportOptions{InferStates: true})
 	wantErr(t, err, snapshotfmt.ErrInvalidArgument, "must not contain '/'")
 	if len(err.Error()) > 2000 {
 		t.Fatalf("error of %d bytes", len(err.Error()))

@@ -57,8 +57,8 @@ func metaPathInside(base, rel string) (string, error) {
 // without data files (an export of an empty snapshot), for its metadata;
 // nil when there is none.
 func emptyExportMeta(dir string) (part, error) {
-	for _, f := range []Format{Parquet, Arrow} {
-		name := "_worker_state" + f.Ext()
+	// Today's place first, then where older exports put it.
+	for _, name := range []string{workerStateRel(Parquet), workerStateRel(Arrow), "_worker_state" + Parquet.Ext(), "_worker_state" + Arrow.Ext()} {
 		if _, err := os.Lstat(filepath.Join(dir, name)); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -99,7 +99,7 @@ func listInputsInto(p string, skipped *[]string) ([]inputFile, error) {
 		return nil, fmt.Errorf("dataset %s: %w", p, err)
 	}
 	if !st.IsDir() {
-		return []inputFile{{path: p}}, nil
+		return []inputFile{{path: p, hive: map[string]string{}}}, nil
 	}
 	root, err := filepath.EvalSymlinks(p)
 	if err != nil {
@@ -213,11 +213,13 @@ func openPart(p string) (part, error) {
 		if err = checkArrowFooter(f, size); err == nil {
 			pt, err = openArrow(f)
 		}
+	case isArrowStream(head):
+		pt, err = openArrowStream(f)
 	default:
 		f.Close()
 		// Never quote the bytes: the file may be anything (a secret a
 		// crafted path pointed at included).
-		return nil, fmt.Errorf("%w: %s is not a Parquet or Arrow IPC file (it does not start with PAR1 or ARROW1%s)", snapshotfmt.ErrCorrupt, p, looksLike(head))
+		return nil, fmt.Errorf("%w: %s is not a Parquet or Arrow IPC file (it does not start with PAR1, ARROW1 or an Arrow IPC stream's message%s)", snapshotfmt.ErrCorrupt, p, looksLike(head))
 	}
 	if err != nil {
 		f.Close()

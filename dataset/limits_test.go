@@ -46,7 +46,7 @@ func TestImportRowOverMemoryShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	_, err = dataset.Import(ctx, in, filepath.Join(dir, "out"), dataset.ImportOptions{Buckets: 4, Memory: 32 << 20})
+	_, err = dataset.Import(ctx, in, filepath.Join(dir, "out"), dataset.ImportOptions{InferStates: true, Buckets: 4, Memory: 32 << 20})
 	if !errors.Is(err, snapshotfmt.ErrTooLarge) || !strings.Contains(err.Error(), "row 2") || !strings.Contains(err.Error(), "raise --memory to at least 240.0 MiB") {
 		t.Fatalf("import of a 15 MiB key at 32 MiB: %v", err)
 	}
@@ -55,7 +55,7 @@ func TestImportRowOverMemoryShare(t *testing.T) {
 	}
 	// The same row is taken when --memory allows it.
 
-	if _, err := dataset.Import(ctx, in, filepath.Join(dir, "out2"), dataset.ImportOptions{Buckets: 4, Memory: 256 << 20}); err != nil {
+	if _, err := dataset.Import(ctx, in, filepath.Join(dir, "out2"), dataset.ImportOptions{InferStates: true, Buckets: 4, Memory: 256 << 20}); err != nil {
 		t.Fatalf("at 256 MiB: %v", err)
 	}
 }
@@ -115,13 +115,13 @@ func TestImportParquetFooterBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".parquet")
 			relist(t, good, in, tc.groups)
-			_, err := dataset.Import(ctx, in, filepath.Join(t.TempDir(), "out"), dataset.ImportOptions{Buckets: 4, Memory: 32 << 20})
+			_, err := dataset.Import(ctx, in, filepath.Join(t.TempDir(), "out"), dataset.ImportOptions{InferStates: true, Buckets: 4, Memory: 32 << 20})
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("got %v, want %v with %q", err, tc.want, tc.msg)
 			}
 		})
 	}
-	if _, err := dataset.Import(ctx, good, filepath.Join(dir, "out"), dataset.ImportOptions{Buckets: 4, Memory: 32 << 20}); err != nil {
+	if _, err := dataset.Import(ctx, good, filepath.Join(dir, "out"), dataset.ImportOptions{InferStates: true, Buckets: 4, Memory: 32 << 20}); err != nil {
 		t.Fatalf("the untouched file: %v", err)
 	}
 }

@@ -340,10 +340,12 @@ func newArrowSink(f *os.File, cfg sinkConfig) (*arrowSink, error) {
 	md := arrow.MetadataFrom(cfg.meta)
 	schema := arrow.NewSchema(fields, &md)
 	opts := []ipc.Option{ipc.WithSchema(schema)}
+	// Uncompressed unless asked: JavaScript's apache-arrow (npm) has no
+	// zstd codec and cannot read a compressed file at all.
 	switch cfg.compression {
-	case "", "zstd":
+	case "zstd":
 		opts = append(opts, ipc.WithZstd())
-	case "none":
+	case "", "none":
 	default:
 		return nil, fmt.Errorf("%w: compression %q: Arrow IPC files take zstd or none", snapshotfmt.ErrInvalidArgument, cfg.compression)
 	}

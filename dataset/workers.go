@@ -32,7 +32,7 @@ var WorkerStateSchema = arrow.NewSchema([]arrow.Field{
 }, nil)
 
 // writeWorkerStateTable writes every per-worker state of s to path.
-func writeWorkerStateTable(ctx context.Context, s *reader.Snapshot, path string, f Format, meta map[string]string) (uint64, error) {
+func writeWorkerStateTable(ctx context.Context, s *reader.Snapshot, path string, f Format, compression string, meta map[string]string) (uint64, error) {
 	mem := memory.DefaultAllocator
 	b := array.NewRecordBuilder(mem, WorkerStateSchema)
 	defer b.Release()
@@ -62,7 +62,7 @@ func writeWorkerStateTable(ctx context.Context, s *reader.Snapshot, path string,
 	if f == JSONL {
 		return n, writeWorkerJSONL(path, rec)
 	}
-	sk, err := newSink(path, sinkConfig{format: f, schema: WorkerStateSchema, meta: meta, rowGroupRows: DefaultRowGroupRows})
+	sk, err := newSink(path, sinkConfig{format: f, schema: WorkerStateSchema, compression: compression, meta: meta, rowGroupRows: DefaultRowGroupRows})
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need (Go modules, the
-# Python packages of the interop tests in a virtual environment, and the Maven
+# Python packages of the interop tests in a virtual environment, npm's
+# apache-arrow for the JavaScript interop test, and the Maven
 # dependencies of interop/flink, real Flink for the Flink tests), then runs
 # every test. REBUCKET_SKIP_FLINK=1 skips the real-Flink tests explicitly.
 set -euo pipefail
@@ -14,6 +15,9 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r interop/requirements.txt
+
+echo "== npm: interop/js (apache-arrow, for the JavaScript interop test)"
+(cd interop/js && npm ci --no-audit --no-fund --loglevel=error)
 
 echo "== maven: interop/flink (real Flink 2.3.0 for the Flink interop tests; 218 MB into ~/.m2 the first time)"
 mvn -q -B -f interop/flink/pom.xml -DskipTests package

@@ -26,14 +26,16 @@ type exportOptions struct {
 func newExportCommand(g *globalOptions) *cobra.Command {
 	o := &exportOptions{}
 	cmd := &cobra.Command{
-		Use:   "export SNAPSHOT --format parquet|arrow|jsonl --out PATH [flags]",
+		Use:   "export SNAPSHOT --out PATH [--format parquet|arrow|jsonl] [flags]",
 		Short: "Export a snapshot (or part of it) to Parquet, Arrow IPC or JSON Lines",
 		Long: `export writes a snapshot's keyed entries as a table with the columns bucket,
 step, state, key, sub_key (null unless map state) and value, plus decoded
 columns where the states' codec hints allow (key_utf8, value_int64,
 value_json, ...; null on rows whose state lacks the hint).
 
-Parquet is zstd-compressed by default, with column statistics, and keeps the
+Parquet is zstd-compressed by default, with column statistics; Arrow IPC is
+uncompressed by default, so that every Arrow library (JavaScript's
+apache-arrow has no zstd codec) reads it. Both keep the
 snapshot's manifest, its partitioning and a description of the export in the
 file's key-value metadata (rebucket.manifest, rebucket.partitioning,
 rebucket.export), which 'rebucket import' uses to rebuild the snapshot.
@@ -41,25 +43,30 @@ rebucket.export), which 'rebucket import' uses to rebuild the snapshot.
 bucket=B/) that pyarrow, DuckDB and Spark read as partitions.
 
 Per-worker state goes to its own table: OUT.workers.EXT beside a file, or
-_worker_state.EXT inside a partitioned directory. JSON Lines is for small
+_rebucket/worker_state.parq (.ipc, .ndjson) inside a partitioned directory,
+out of the way of globs such as dir/**/*.parquet. JSON Lines is for small
 exports meant for eyes and grep: bytes are base64 (key_base64, ...) unless a
 codec hint decodes them.
 
-The output is written under a temporary name and renamed into place.`,
+The format comes from --format or else from the extension of --out
+(.parquet, .arrow/.feather/.ipc, .jsonl/.ndjson/.json; Parquet when there
+is none); a --format that disagrees with the extension is refused.
+The output is written under a temporary name and renamed into place, so
+--out - (standard output) is refused: write a file and read it from there.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExport(cmd, g, o, args[0])
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.format, "format", "parquet", "output format: parquet, arrow (IPC file) or jsonl")
+	f.StringVar(&o.format, "format", "", "output format: parquet, arrow (IPC file) or jsonl (default: from --out's extension .parquet, .arrow/.feather, .jsonl/.json; else parquet)")
 	f.StringVar(&o.out, "out", "", "output file (or directory with --partition-by)")
 	_ = cmd.MarkFlagRequired("out")
 	f.StringArrayVar(&o.states, "state", nil, "export only this state, STEP/NAME (repeatable)")
 	f.StringVar(&o.bucketRange, "bucket-range", "", "export only buckets LO-HI (inclusive)")
 	f.StringVar(&o.worker, "worker", "", "export only the buckets worker I of width W owns, as I/W")
 	f.StringVar(&o.partitionBy, "partition-by", "", "write a Hive-style directory partitioned by state or bucket")
-	f.StringVar(&o.compression, "compression", "zstd", "zstd, snappy (Parquet only) or none")
+	f.StringVar(&o.compression, "compression", "", "zstd, snappy (Parquet only) or none; default zstd for Parquet, none for Arrow (JavaScript's apache-arrow reads no zstd); applies to the per-worker table too")
 	f.IntVar(&o.rowGroupSize, "row-group-size", dataset.DefaultRowGroupRows, "rows per Parquet row group")
 	f.IntVar(&o.batchRows, "batch-rows", reader.DefaultBatchRows, "rows per Arrow record batch")
 	f.IntVar(&o.parallelism, "parallelism", 0, "data files read at once (default: all cores)")
@@ -90,9 +97,11 @@ func parseWorker(s string) (int, int, error) {
 }
 
 func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src string) error {
-	format, err := dataset.ParseFormat(o.format)
-	if err != nil {
-		return usagef(err)
+	// A name that contradicts --format is refused after the safety checks
+	// (writing into the snapshot is a refusal whatever the name says).
+	format, formatErr := exportFormat(o, cmd.Flags().Changed("format"))
+	if formatErr != nil && format == "" {
+		return usagef(formatErr)
 	}
 	if o.partitionBy != "" && o.partitionBy != "state" && o.partitionBy != "bucket" {
 		return usagef(fmt.Errorf("--partition-by %q: want state or bucket", o.partitionBy))
@@ -126,6 +135,9 @@ func runExport(cmd *cobra.Command, g *globalOptions, o *exportOptions, src strin
 	}
 	if err := refuseOverlap([]string{o.out}, nil, src); err != nil {
 		return err
+	}
+	if formatErr != nil {
+		return usagef(formatErr)
 	}
 	res, err := dataset.Export(cmd.Context(), s, o.out, opts)
 	if err != nil {

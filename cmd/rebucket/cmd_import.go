@@ -20,6 +20,8 @@ func init() { registerCommand(newImportCommand) }
 type importOptions struct {
 	buckets, width                                int
 	mapping, out, dedupe, statesFile, workerState string
+	like, step, state                             string
+	noWorkerState, dryRun                         bool
 	memory, tmpDir, fileSize, compression         string
 	force, noVerify                               bool
 }
@@ -30,7 +32,7 @@ func newImportCommand(g *globalOptions) *cobra.Command {
 		Use:   "import DATASET --buckets M --out SNAPSHOT [flags]",
 		Short: "Build a snapshot of any bucket count from a Parquet or Arrow IPC dataset",
 		Long: `import reads a dataset with the export's schema (a Parquet file, an Arrow IPC
-file, or a directory of them, Hive-partitioned or not) and writes a complete
+file or stream, or a directory of them, Hive-partitioned or not) and writes a complete
 snapshot with M buckets: the route to rebuild state from a dataset, or to
 bootstrap a snapshot from data produced elsewhere.
 
@@ -41,11 +43,18 @@ hashed into its bucket of the new layout. The schema of every file is checked
 first and every missing or mistyped column named.
 
 The states table and per-worker state come from the export's metadata when
-present. For a dataset made elsewhere the states are inferred from the
-distinct (step, state) pairs (a map where sub_key is set, else a value), or
-given with --states FILE (a JSON array of {step, name, kind, key_codec,
-sub_key_codec, value_codec}); per-worker state with --worker-state (a table
-with step, name, rule, worker, item, value).
+present. A dataset without it (made elsewhere, or rewritten by a tool such
+as DuckDB's COPY, which drops Parquet key-value metadata) is refused unless
+you say where they come from: --like SNAPSHOT takes states, kinds, codecs,
+width and per-worker state from an existing snapshot; or --states FILE (the
+"states" array of 'rebucket inspect --json SNAPSHOT', or a JSON array of
+{step, name, kind, key_codec, sub_key_codec, value_codec}) with either
+--worker-state TABLE (step, name, rule, worker, item, value) or an explicit
+--no-worker-state. Guessing dropped a job's source offsets silently.
+A plain table may have VARCHAR or BIGINT key, sub_key and value columns
+(encoded by the state's codec: text as is, BIGINT as int64 big-endian, which
+needs the int64 codec), and no step/state columns when --step and --state
+name the one state all its rows belong to.
 
 Every row a file declares (a Parquet footer's row groups, an Arrow file's
 record batches) is read or the import fails, naming the file and row group;
@@ -77,12 +86,17 @@ fingerprints compared with what was written (--no-verify skips that).`,
 	f.StringVar(&o.dedupe, "dedupe", "", "keep the first or last of duplicate rows instead of failing")
 	f.StringVar(&o.statesFile, "states", "", "JSON file with the states table (for a dataset without export metadata)")
 	f.StringVar(&o.workerState, "worker-state", "", "per-worker state table to import (default: the one the export names)")
+	f.BoolVar(&o.noWorkerState, "no-worker-state", false, "import no per-worker state (say so for a dataset without export metadata)")
+	f.StringVar(&o.step, "step", "", "the step of every row, for a table without a step column")
+	f.StringVar(&o.state, "state", "", "the state name of every row, for a table without a state column")
+	f.StringVar(&o.like, "like", "", "take states, kinds, codecs, width and per-worker state from this existing snapshot")
 	f.StringVar(&o.memory, "memory", "", memoryFlagHelp)
 	f.StringVar(&o.tmpDir, "tmp", "", "directory for spill files (default: beside --out)")
 	f.StringVar(&o.fileSize, "file-size", "128MiB", "target data file size")
 	f.StringVar(&o.compression, "compression", "snappy", "data file compression: snappy, zstd or none")
 	f.BoolVar(&o.force, "force", false, "replace a non-empty --out once the new snapshot is complete")
 	f.BoolVar(&o.noVerify, "no-verify", false, "skip reading the written snapshot back")
+	f.BoolVar(&o.dryRun, "dry-run", false, "run the checks and print the plan, write nothing: exit 0 when the import would start, else the refusal's code")
 	return cmd
 }
 
@@ -123,7 +137,7 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	}
 	opts := dataset.ImportOptions{
 		Buckets: o.buckets, Mapping: mapping, Width: o.width, Dedupe: o.dedupe,
-		WorkerState: o.workerState, Memory: mem, TmpDir: o.tmpDir, NoVerify: o.noVerify,
+		WorkerState: o.workerState, NoWorkerState: o.noWorkerState, Like: o.like, Step: o.step, State: o.state, DryRun: o.dryRun, Memory: mem, TmpDir: o.tmpDir, NoVerify: o.noVerify,
 		Writer:   writer.Options{FileSize: fs, Force: o.force, Compression: o.compression},
 		Progress: newProgress(cmd, g), Tool: toolName(),
 	}
@@ -142,10 +156,16 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 	// collector reclaim dropped sort chunks and decoded pages before the
 	// heap grows to twice the live size (which GOGC alone allows).
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mem + plan.FixedOverhead/2))
-	if err := refuseOverlap([]string{o.out}, []string{o.tmpDir}, src, o.statesFile, o.workerState); err != nil {
+	if err := refuseOverlap([]string{o.out}, []string{o.tmpDir}, src, o.statesFile, o.workerState, o.like); err != nil {
 		return err
 	}
 	res, err := dataset.Import(cmd.Context(), src, o.out, opts)
+	if o.dryRun {
+		if err == nil && !g.JSON {
+			printImportPlan(cmd, src, o.out, res)
+		}
+		return reportDryRun(cmd, g, "import", res, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -187,4 +207,23 @@ func runImport(cmd *cobra.Command, g *globalOptions, o *importOptions, src strin
 		fmt.Fprintln(w, "not verified (--no-verify)")
 	}
 	return nil
+}
+
+// printImportPlan is the human plan of import --dry-run.
+func printImportPlan(cmd *cobra.Command, src, out string, res *dataset.ImportResult) {
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "plan: import %s into %s: %d input files", src, out, len(res.Inputs))
+	if res.RowsDeclared > 0 {
+		fmt.Fprintf(w, " declaring %s rows", units.Count(res.RowsDeclared))
+	}
+	fmt.Fprintf(w, ", %d buckets (%s), width %d\n", res.Partitioning.Buckets, res.Partitioning.Mapping, res.Width)
+	fmt.Fprintf(w, "states (%s):\n", res.StatesFrom)
+	for _, s := range res.States {
+		fmt.Fprintf(w, "  %-28s %s\n", s.QualifiedName(), s.Kind)
+	}
+	if len(res.WorkerStates) > 0 {
+		fmt.Fprintf(w, "per-worker state from %s: %s\n", res.WorkerSource, strings.Join(res.WorkerStates, ", "))
+	} else {
+		fmt.Fprintln(w, "per-worker state: none")
+	}
 }

@@ -47,14 +47,18 @@ func TestImportSummaryRows(t *testing.T) {
 	data, _ := os.ReadFile(ds)
 	os.WriteFile(filepath.Join(dsDir, "part-0.parquet"), data, 0o644)
 	os.WriteFile(filepath.Join(dsDir, "_SUCCESS"), nil, 0o644)
-	out, code := runRoot(t, "import", dsDir, "--buckets", "4", "--out", filepath.Join(dir, "a"), "--dedupe", "first")
+	// No export metadata: the states table is given, no per-worker state said.
+	states := filepath.Join(dir, "states.json")
+	os.WriteFile(states, []byte(`[{"id":1,"step":"s","name":"v","kind":"value"}]`), 0o644)
+	known := []string{"--states", states, "--no-worker-state"}
+	out, code := runRoot(t, append([]string{"import", dsDir, "--buckets", "4", "--out", filepath.Join(dir, "a"), "--dedupe", "first"}, known...)...)
 	if code != 0 || !strings.Contains(out, "ignored (names starting with _ or .): "+filepath.Join(dsDir, "_SUCCESS")) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	if code != 0 || !strings.Contains(out, "rows: 40 declared by 1 input files, 40 read") || !strings.Contains(out, "duplicates: 10 rows dropped (--dedupe first)") {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	stdout, _, code := runCLI(t, "--json", "import", ds, "--buckets", "4", "--out", filepath.Join(dir, "b"), "--dedupe", "last")
+	stdout, _, code := runCLI(t, append([]string{"--json", "import", ds, "--buckets", "4", "--out", filepath.Join(dir, "b"), "--dedupe", "last"}, known...)...)
 	var rep struct {
 		Declared *uint64 `json:"rows_declared"`
 		Read     *uint64 `json:"rows_read"`

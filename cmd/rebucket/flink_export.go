@@ -96,6 +96,8 @@ func runFlinkExport(cmd *cobra.Command, g *globalOptions, args []string) error {
 			format = "arrow"
 		case ".jsonl", ".json":
 			format = "jsonl"
+		default:
+			format = "parquet" // --format has no default: export infers it
 		}
 	}
 	if format != "parquet" && format != "arrow" && format != "jsonl" {
