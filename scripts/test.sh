@@ -3,9 +3,21 @@
 # Python packages of the interop tests in a virtual environment, npm's
 # apache-arrow for the JavaScript interop test, and the Maven
 # dependencies of interop/flink, real Flink for the Flink tests), then runs
-# every test. REBUCKET_SKIP_FLINK=1 skips the real-Flink tests explicitly.
+# every test. REBUCKET_SKIP_FLINK=1 / REBUCKET_SKIP_SPARK=1 skip the
+# real-engine tests explicitly.
+#
+#   scripts/test.sh           everything (what CI runs)
+#   scripts/test.sh --quick   the developers' loop: go test -short without
+#                             -race, the interop tests without the engines
+#                             (no Maven, no Flink or Spark JVMs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 
 echo "== go modules"
 go mod download
@@ -19,15 +31,23 @@ fi
 echo "== npm: interop/js (apache-arrow, for the JavaScript interop test)"
 (cd interop/js && npm ci --no-audit --no-fund --loglevel=error)
 
-echo "== maven: interop/flink (real Flink 2.3.0 for the Flink interop tests; 218 MB into ~/.m2 the first time)"
-mvn -q -B -f interop/flink/pom.xml -DskipTests package
+if [ "$quick" = 0 ]; then
+  echo "== maven: interop/flink (real Flink 2.3.0 for the Flink interop tests; 218 MB into ~/.m2 the first time)"
+  mvn -q -B -f interop/flink/pom.xml -DskipTests package
+fi
 
 echo "== go vet"
 go vet ./...
 
-echo "== go test -race"
 # The interop tests in Go find the venv's python through REBUCKET_PYTHON.
-REBUCKET_PYTHON="$PWD/.venv/bin/python" go test -race -timeout 20m ./...
+if [ "$quick" = 1 ]; then
+  echo "== go test -short"
+  REBUCKET_PYTHON="$PWD/.venv/bin/python" go test -short -timeout 20m ./...
+  export REBUCKET_SKIP_FLINK=1 REBUCKET_SKIP_SPARK=1
+else
+  echo "== go test -race"
+  REBUCKET_PYTHON="$PWD/.venv/bin/python" go test -race -timeout 20m ./...
+fi
 
 echo "== python interop tests"
 mkdir -p .build
