@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rebucket/rebucket/engine/flink"
 	"github.com/rebucket/rebucket/engine/spark"
+	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -150,4 +152,71 @@ func refuseFlags(cmd *cobra.Command, engine string, names ...string) error {
 		}
 	}
 	return nil
+}
+
+// engineRewriteArgs are the rewrite flags an engine's rewrite takes.
+type engineRewriteArgs struct {
+	buckets, parallelism int
+	out, tmp             string
+	memory               int64
+}
+
+// parseEngineRewrite reads and checks them: the new count (what the engine
+// calls it, at most maxBuckets), --out, --memory, --tmp and --parallelism;
+// --force is refused (an engine's target is always new; its source is never
+// replaced). It also installs the soft memory limit the native rewrite
+// uses; the caller defers the returned restore.
+func parseEngineRewrite(cmd *cobra.Command, engine, countName string, maxBuckets int) (engineRewriteArgs, func(), error) {
+	var a engineRewriteArgs
+	if force, _ := cmd.Flags().GetBool("force"); force {
+		return a, nil, usagef(fmt.Errorf("--force is not supported for %s: give a new --out directory (the source is never replaced)", engine))
+	}
+	a.buckets, _ = cmd.Flags().GetInt("buckets")
+	a.out, _ = cmd.Flags().GetString("out")
+	a.tmp, _ = cmd.Flags().GetString("tmp")
+	a.parallelism, _ = cmd.Flags().GetInt("parallelism")
+	if a.buckets < 1 || a.buckets > maxBuckets {
+		return a, nil, usagef(fmt.Errorf("--buckets %d: a %s is 1..%d", a.buckets, countName, maxBuckets))
+	}
+	if a.parallelism < 0 {
+		return a, nil, usagef(fmt.Errorf("--parallelism %d: want at least 1", a.parallelism))
+	}
+	memFlag, _ := cmd.Flags().GetString("memory")
+	var err error
+	if a.memory, err = parseMemory(memFlag); err != nil {
+		return a, nil, err
+	}
+	// As the native rewrite: the collector keeps the heap near the budget.
+	old := debug.SetMemoryLimit(a.memory + plan.FixedOverhead/2)
+	return a, func() { debug.SetMemoryLimit(old) }, nil
+}
+
+// reportEngineEqual ends verify --against of two engine snapshots: each
+// difference as a finding, then the summary (--json), or the differences
+// and the line (human); findings exit 1.
+func reportEngineEqual(cmd *cobra.Command, g *globalOptions, sum any, equal bool, diffs []string, line string) error {
+	w := cmd.OutOrStdout()
+	if g.JSON {
+		for _, d := range diffs {
+			_ = writeJSONLine(w, map[string]string{"type": "finding", "kind": "differs", "severity": "error", "detail": d})
+		}
+		_ = writeSummaryLine(w, sum, nil)
+	} else {
+		for _, d := range diffs {
+			fmt.Fprintln(w, d)
+		}
+		fmt.Fprintln(w, line)
+	}
+	if !equal {
+		return silentError{ErrFindings}
+	}
+	return nil
+}
+
+// equalVerdict is the human verdict of an engine comparison.
+func equalVerdict(equal bool, diffs int, what string) string {
+	if equal {
+		return "equal: " + what
+	}
+	return fmt.Sprintf("NOT equal: %d differences", diffs)
 }

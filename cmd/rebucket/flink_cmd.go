@@ -2,12 +2,10 @@ package main
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -316,7 +314,6 @@ func runFlinkVerifyAgainst(cmd *cobra.Command, g *globalOptions, target, source 
 	}
 	start := time.Now()
 	rep, err := flink.Equal(cmd.Context(), target, source, flinkScanOptions(cmd, g))
-	w := cmd.OutOrStdout()
 	if err != nil {
 		return err
 	}
@@ -324,26 +321,10 @@ func runFlinkVerifyAgainst(cmd *cobra.Command, g *globalOptions, target, source 
 		rep.Differences = []string{}
 	}
 	sum := flinkEqualSummary{Engine: engineFlink, Target: target, Source: source, EqualReport: rep, ElapsedSeconds: time.Since(start).Seconds()}
-	if g.JSON {
-		for _, d := range rep.Differences {
-			_ = writeJSONLine(w, map[string]string{"type": "finding", "kind": "differs", "severity": "error", "detail": d})
-		}
-		_ = writeSummaryLine(w, sum, nil)
-	} else {
-		for _, d := range rep.Differences {
-			fmt.Fprintln(w, d)
-		}
-		verdict := "equal: the same keyed entries (operator, state, key, namespace, user key, value), operator, coordinator and master state"
-		if !rep.Equal {
-			verdict = fmt.Sprintf("NOT equal: %d differences", len(rep.Differences))
-		}
-		fmt.Fprintf(w, "TARGET %s (%s entries) against SOURCE %s (%s entries): %s (%s)\n",
-			target, units.Count(rep.EntriesA), source, units.Count(rep.EntriesB), verdict, units.Duration(time.Since(start)))
-	}
-	if !rep.Equal {
-		return silentError{ErrFindings}
-	}
-	return nil
+	return reportEngineEqual(cmd, g, sum, rep.Equal, rep.Differences, fmt.Sprintf("TARGET %s (%s entries) against SOURCE %s (%s entries): %s (%s)",
+		target, units.Count(rep.EntriesA), source, units.Count(rep.EntriesB),
+		equalVerdict(rep.Equal, len(rep.Differences), "the same keyed entries (operator, state, key, namespace, user key, value), operator, coordinator and master state"),
+		units.Duration(time.Since(start))))
 }
 
 // flinkRewriteReport is rewrite's --json document for a savepoint.
@@ -358,32 +339,17 @@ func runFlinkRewrite(cmd *cobra.Command, g *globalOptions, args []string) error 
 	if err := refuseFlags(cmd, "Flink", "mapping", "file-size", "compression", "note", "drop-state", "rename-state", "no-verify", "skip-uncommitted"); err != nil {
 		return err
 	}
-	if force, _ := cmd.Flags().GetBool("force"); force {
-		return usagef(errors.New("--force is not supported for Flink savepoints: give a new --out directory (the source is never replaced)"))
-	}
-	buckets, _ := cmd.Flags().GetInt("buckets")
-	out, _ := cmd.Flags().GetString("out")
-	if buckets < 1 || buckets > keytype.MaxParallelismUpperBound {
-		return usagef(fmt.Errorf("--buckets %d: a Flink max parallelism is 1..%d", buckets, keytype.MaxParallelismUpperBound))
-	}
-	memFlag, _ := cmd.Flags().GetString("memory")
-	mem, err := parseMemory(memFlag)
+	a, restore, err := parseEngineRewrite(cmd, "Flink savepoints", "Flink max parallelism", keytype.MaxParallelismUpperBound)
 	if err != nil {
 		return err
 	}
-	tmp, _ := cmd.Flags().GetString("tmp")
-	par, _ := cmd.Flags().GetInt("parallelism")
-	if par < 0 {
-		return usagef(fmt.Errorf("--parallelism %d: want at least 1", par))
-	}
-	if err := refuseOverlap([]string{out}, []string{tmp}, flinkDir(args[0])); err != nil {
+	defer restore()
+	if err := refuseOverlap([]string{a.out}, []string{a.tmp}, flinkDir(args[0])); err != nil {
 		return err
 	}
-	// As the native rewrite: the collector keeps the heap near the budget.
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mem + plan.FixedOverhead/2))
 	start := time.Now()
-	res, err := flink.Rewrite(cmd.Context(), args[0], out, flink.RewriteOptions{
-		MaxParallelism: buckets, Memory: mem, TmpDir: tmp, Parallelism: par, Progress: newProgress(cmd, g),
+	res, err := flink.Rewrite(cmd.Context(), args[0], a.out, flink.RewriteOptions{
+		MaxParallelism: a.buckets, Memory: a.memory, TmpDir: a.tmp, Parallelism: a.parallelism, Progress: newProgress(cmd, g),
 	})
 	if err != nil {
 		return err

@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -245,28 +243,10 @@ func runSparkVerifyAgainst(cmd *cobra.Command, g *globalOptions, target, source 
 	if rep.Differences == nil {
 		rep.Differences = []string{}
 	}
-	w := cmd.OutOrStdout()
 	sum := sparkEqualSummary{Engine: engineSpark, Target: target, Source: source, EqualReport: rep, ElapsedSeconds: time.Since(start).Seconds()}
-	if g.JSON {
-		for _, d := range rep.Differences {
-			_ = writeJSONLine(w, map[string]string{"type": "finding", "kind": "differs", "severity": "error", "detail": d})
-		}
-		_ = writeSummaryLine(w, sum, nil)
-	} else {
-		for _, d := range rep.Differences {
-			fmt.Fprintln(w, d)
-		}
-		verdict := "equal: the same rows per operator and store"
-		if !rep.Equal {
-			verdict = fmt.Sprintf("NOT equal: %d differences", len(rep.Differences))
-		}
-		fmt.Fprintf(w, "TARGET %s (%s rows) against SOURCE %s (%s rows): %s (%s)\n",
-			target, units.Count(rep.RowsA), source, units.Count(rep.RowsB), verdict, units.Duration(time.Since(start)))
-	}
-	if !rep.Equal {
-		return silentError{ErrFindings}
-	}
-	return nil
+	return reportEngineEqual(cmd, g, sum, rep.Equal, rep.Differences, fmt.Sprintf("TARGET %s (%s rows) against SOURCE %s (%s rows): %s (%s)",
+		target, units.Count(rep.RowsA), source, units.Count(rep.RowsB),
+		equalVerdict(rep.Equal, len(rep.Differences), "the same rows per operator and store"), units.Duration(time.Since(start))))
 }
 
 type sparkRewriteReport struct {
@@ -280,31 +260,18 @@ func runSparkRewrite(cmd *cobra.Command, g *globalOptions, args []string) error 
 	if err := refuseFlags(cmd, "Spark", "mapping", "file-size", "compression", "note", "drop-state", "rename-state", "no-verify", "tmp"); err != nil {
 		return err
 	}
-	if force, _ := cmd.Flags().GetBool("force"); force {
-		return usagef(errors.New("--force is not supported for Spark checkpoints: give a new --out directory (the source is never replaced)"))
-	}
-	buckets, _ := cmd.Flags().GetInt("buckets")
-	out, _ := cmd.Flags().GetString("out")
-	if buckets < 1 || buckets > snapshotfmt.MaxBuckets {
-		return usagef(fmt.Errorf("--buckets %d: want a partition count of 1..%d", buckets, snapshotfmt.MaxBuckets))
-	}
-	memFlag, _ := cmd.Flags().GetString("memory")
-	mem, err := parseMemory(memFlag)
+	a, restore, err := parseEngineRewrite(cmd, "Spark checkpoints", "Spark state partition count", snapshotfmt.MaxBuckets)
 	if err != nil {
 		return err
 	}
-	par, _ := cmd.Flags().GetInt("parallelism")
-	if par < 0 {
-		return usagef(fmt.Errorf("--parallelism %d: want at least 1", par))
-	}
+	defer restore()
 	skip, _ := cmd.Flags().GetBool("skip-uncommitted")
-	if err := refuseOverlap([]string{out}, nil, args[0]); err != nil {
+	if err := refuseOverlap([]string{a.out}, nil, args[0]); err != nil {
 		return err
 	}
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(mem + plan.FixedOverhead/2))
 	start := time.Now()
-	res, err := spark.Rewrite(cmd.Context(), args[0], out, spark.RewriteOptions{
-		Partitions: buckets, SkipUncommitted: skip, Memory: mem, Parallelism: par, Progress: newProgress(cmd, g),
+	res, err := spark.Rewrite(cmd.Context(), args[0], a.out, spark.RewriteOptions{
+		Partitions: a.buckets, SkipUncommitted: skip, Memory: a.memory, Parallelism: a.parallelism, Progress: newProgress(cmd, g),
 	})
 	if err != nil {
 		return err
