@@ -3,6 +3,7 @@ package flink
 import (
 	"context"
 	"fmt"
+	"github.com/rebucket/rebucket/internal/progress"
 	"slices"
 	"sync"
 
@@ -160,7 +161,7 @@ func Verify(ctx context.Context, path string, opts ScanOptions) (*Report, error)
 
 func (sp *Savepoint) scan(ctx context.Context, opts ScanOptions) (*Report, error) {
 	if opts.Progress == nil {
-		opts.Progress = nopProgress{}
+		opts.Progress = progress.Nop{}
 	}
 	md := sp.Meta
 	rep := &Report{Path: sp.Dir, Version: md.Version, CheckpointID: md.CheckpointID, MaxParallelism: sp.MaxParallelism(), fp: map[string]*Fingerprint{}}

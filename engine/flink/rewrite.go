@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/rebucket/rebucket/internal/progress"
 	"io"
 	"io/fs"
 	"os"
@@ -23,20 +24,9 @@ import (
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
-// Progress receives progress of long work, in bytes of keyed state read.
-// Add is called from several goroutines at once. internal/progress.Reporter
-// satisfies it.
-type Progress interface {
-	Start(total int64, what string)
-	Add(n int64)
-	Finish()
-}
-
-type nopProgress struct{}
-
-func (nopProgress) Start(int64, string) {}
-func (nopProgress) Add(int64)           {}
-func (nopProgress) Finish()             {}
+// Progress receives progress of long work, in bytes of keyed state read; Add is
+// called from several goroutines at once.
+type Progress = progress.Reporter
 
 // RewriteOptions tune Rewrite.
 type RewriteOptions struct {
@@ -113,7 +103,7 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 		opts.Parallelism = runtime.GOMAXPROCS(0)
 	}
 	if opts.Progress == nil {
-		opts.Progress = nopProgress{}
+		opts.Progress = progress.Nop{}
 	}
 	sp, err := Open(src)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rebucket/rebucket/internal/progress"
 	"io"
 	"io/fs"
 	"os"
@@ -95,7 +96,7 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 		opts.Parallelism = runtime.GOMAXPROCS(0)
 	}
 	if opts.Progress == nil {
-		opts.Progress = nopProgress{}
+		opts.Progress = progress.Nop{}
 	}
 	c, err := Open(src)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rebucket/rebucket/internal/progress"
 	"io/fs"
 	"os"
 	"runtime"
@@ -18,19 +19,9 @@ import (
 	"github.com/rebucket/rebucket/engine/spark/sparkhash"
 )
 
-// Progress receives progress of long work, in bytes of state files read.
-// internal/progress.Reporter satisfies it.
-type Progress interface {
-	Start(total int64, what string)
-	Add(n int64)
-	Finish()
-}
-
-type nopProgress struct{}
-
-func (nopProgress) Start(int64, string) {}
-func (nopProgress) Add(int64)           {}
-func (nopProgress) Finish()             {}
+// Progress receives progress of long work, in bytes of state files read; Add is
+// called from several goroutines at once.
+type Progress = progress.Reporter
 
 // ScanOptions tune Inspect, Verify and Equal.
 type ScanOptions struct {
@@ -191,7 +182,7 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 		opts.Parallelism = runtime.GOMAXPROCS(0)
 	}
 	if opts.Progress == nil {
-		opts.Progress = nopProgress{}
+		opts.Progress = progress.Nop{}
 	}
 	rep := &Report{
 		Path: c.Dir, QueryID: c.QueryID, LastCommitted: c.LastCommitted, Uncommitted: c.Uncommitted(),
