@@ -3,13 +3,13 @@ package flink
 import (
 	"context"
 	"fmt"
-	"github.com/rebucket/rebucket/internal/progress"
 	"slices"
 	"sync"
 
 	"github.com/zeebo/xxh3"
 
 	"github.com/rebucket/rebucket/engine/flink/keytype"
+	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 

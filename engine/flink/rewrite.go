@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/rebucket/rebucket/internal/progress"
 	"io"
 	"io/fs"
 	"os"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/rebucket/rebucket/engine/flink/keytype"
 	"github.com/rebucket/rebucket/internal/fsx"
+	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/plan"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )

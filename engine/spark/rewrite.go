@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rebucket/rebucket/internal/progress"
 	"io"
 	"io/fs"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/rebucket/rebucket/engine/spark/sparkhash"
 	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/internal/lz4java"
+	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/internal/unsaferow"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rebucket/rebucket/internal/progress"
 	"io/fs"
 	"os"
 	"runtime"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rebucket/rebucket/engine/spark/sparkhash"
+	"github.com/rebucket/rebucket/internal/progress"
 )
 
 // Progress receives progress of long work, in bytes of state files read; Add is
