@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,24 +56,26 @@ var flinkExportSchema = arrow.NewSchema([]arrow.Field{
 
 const flinkExportBatch = 64 << 10
 
-// flinkRow is one exported entry.
+// flinkRow is one exported entry: JSON Lines use its json names, Parquet
+// its parquet columns (those of flinkExportSchema, in order; pointers are
+// optional columns).
 type flinkRow struct {
-	Operator    string   `json:"operator"`
-	OperatorID  string   `json:"operator_id"`
-	State       string   `json:"state"`
-	Kind        string   `json:"kind"`
-	KeyGroup    int32    `json:"key_group"`
-	Key         []byte   `json:"key_base64"`
-	KeyString   *string  `json:"key_string"`
-	KeyInt64    *int64   `json:"key_int64"`
-	KeyDouble   *float64 `json:"key_double"`
-	KeyBool     *bool    `json:"key_bool"`
-	KeyJSON     *string  `json:"key_json"`
-	Rest        []byte   `json:"namespace_user_key_base64"`
-	UserKeyJSON *string  `json:"user_key_json"`
-	Timer       *int64   `json:"timer_timestamp"`
-	Value       []byte   `json:"value_base64"`
-	ValueJSON   *string  `json:"value_json"`
+	Operator    string   `json:"operator" parquet:"operator"`
+	OperatorID  string   `json:"operator_id" parquet:"operator_id"`
+	State       string   `json:"state" parquet:"state"`
+	Kind        string   `json:"kind" parquet:"kind"`
+	KeyGroup    int32    `json:"key_group" parquet:"key_group"`
+	Key         []byte   `json:"key_base64" parquet:"key"`
+	KeyString   *string  `json:"key_string" parquet:"key_string,optional"`
+	KeyInt64    *int64   `json:"key_int64" parquet:"key_int64,optional"`
+	KeyDouble   *float64 `json:"key_double" parquet:"key_double,optional"`
+	KeyBool     *bool    `json:"key_bool" parquet:"key_bool,optional"`
+	KeyJSON     *string  `json:"key_json" parquet:"key_json,optional"`
+	Rest        []byte   `json:"namespace_user_key_base64" parquet:"namespace_user_key"`
+	UserKeyJSON *string  `json:"user_key_json" parquet:"user_key_json,optional"`
+	Timer       *int64   `json:"timer_timestamp" parquet:"timer_timestamp,optional"`
+	Value       []byte   `json:"value_base64" parquet:"value"`
+	ValueJSON   *string  `json:"value_json" parquet:"value_json,optional"`
 }
 
 // flinkRowSink receives rows and writes them in a format.
@@ -453,30 +456,9 @@ func newArrowRows(w io.WriteSeeker, comp string) (*arrowRows, error) {
 	return a, nil
 }
 
-// flinkParquetRow is flinkRow as parquet-go writes it: the columns of
-// flinkExportSchema, in that order; pointers are optional columns.
-type flinkParquetRow struct {
-	Operator    string   `parquet:"operator"`
-	OperatorID  string   `parquet:"operator_id"`
-	State       string   `parquet:"state"`
-	Kind        string   `parquet:"kind"`
-	KeyGroup    int32    `parquet:"key_group"`
-	Key         []byte   `parquet:"key"`
-	KeyString   *string  `parquet:"key_string,optional"`
-	KeyInt64    *int64   `parquet:"key_int64,optional"`
-	KeyDouble   *float64 `parquet:"key_double,optional"`
-	KeyBool     *bool    `parquet:"key_bool,optional"`
-	KeyJSON     *string  `parquet:"key_json,optional"`
-	Rest        []byte   `parquet:"namespace_user_key"`
-	UserKeyJSON *string  `parquet:"user_key_json,optional"`
-	Timer       *int64   `parquet:"timer_timestamp,optional"`
-	Value       []byte   `parquet:"value"`
-	ValueJSON   *string  `parquet:"value_json,optional"`
-}
-
 type parquetRows struct {
-	w   *parquet.GenericWriter[flinkParquetRow]
-	buf []flinkParquetRow
+	w   *parquet.GenericWriter[flinkRow]
+	buf []flinkRow
 }
 
 func newParquetRows(w io.Writer, comp string, rowGroup int) (*parquetRows, error) {
@@ -491,17 +473,14 @@ func newParquetRows(w io.Writer, comp string, rowGroup int) (*parquetRows, error
 	default:
 		return nil, usagef(fmt.Errorf("--compression %q: want zstd, snappy or none", comp))
 	}
-	return &parquetRows{w: parquet.NewGenericWriter[flinkParquetRow](w, parquet.Compression(codec), parquet.MaxRowsPerRowGroup(int64(rowGroup)))}, nil
+	return &parquetRows{w: parquet.NewGenericWriter[flinkRow](w, parquet.Compression(codec), parquet.MaxRowsPerRowGroup(int64(rowGroup)))}, nil
 }
 
 func (p *parquetRows) add(r *flinkRow) error {
 	// Rows hold slices valid only until the next entry: copy them.
-	p.buf = append(p.buf, flinkParquetRow{
-		Operator: r.Operator, OperatorID: r.OperatorID, State: r.State, Kind: r.Kind, KeyGroup: r.KeyGroup,
-		Key: append([]byte{}, r.Key...), KeyString: r.KeyString, KeyInt64: r.KeyInt64, KeyDouble: r.KeyDouble,
-		KeyBool: r.KeyBool, KeyJSON: r.KeyJSON, Rest: append([]byte{}, r.Rest...), UserKeyJSON: r.UserKeyJSON,
-		Timer: r.Timer, Value: append([]byte{}, r.Value...), ValueJSON: r.ValueJSON,
-	})
+	c := *r
+	c.Key, c.Rest, c.Value = slices.Clone(r.Key), slices.Clone(r.Rest), slices.Clone(r.Value)
+	p.buf = append(p.buf, c)
 	if len(p.buf) >= flinkExportBatch {
 		return p.flush()
 	}
