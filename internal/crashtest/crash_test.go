@@ -342,11 +342,12 @@ func TestCrash(t *testing.T) {
 	}
 }
 
-func trial(t *testing.T, fx *fixture, c command, k int, at time.Duration, o *outcome) {
+// runKilled runs the binary with args and SIGKILLs it at at, counting a
+// run that was killed and one that finished first; any other ending fails
+// the test.
+func runKilled(t *testing.T, args []string, at time.Duration, where string, o *outcome) {
 	t.Helper()
-	dir := t.TempDir()
-	target := filepath.Join(dir, c.target)
-	cmd := exec.Command(bin, c.args(fx, target)...)
+	cmd := exec.Command(bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -362,8 +363,15 @@ func trial(t *testing.T, fx *fixture, c command, k int, at time.Duration, o *out
 	case errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL:
 		o.killed++
 	default:
-		t.Fatalf("trial %d (%s, kill at %v): %v\n%s", k, c.name, at, err, out.String())
+		t.Fatalf("%s: %v\n%s", where, err, out.String())
 	}
+}
+
+func trial(t *testing.T, fx *fixture, c command, k int, at time.Duration, o *outcome) {
+	t.Helper()
+	dir := t.TempDir()
+	target := filepath.Join(dir, c.target)
+	runKilled(t, c.args(fx, target), at, fmt.Sprintf("trial %d (%s, kill at %v)", k, c.name, at), o)
 	where := fmt.Sprintf("trial %d (%s, kill at %v)", k, c.name, at)
 
 	// The source is untouched.

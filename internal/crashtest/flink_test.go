@@ -2,15 +2,12 @@ package crashtest
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -163,24 +160,7 @@ func flinkTrial(t *testing.T, fx *flinkFixture, c flinkCommand, k int, at time.D
 	t.Helper()
 	dir := t.TempDir()
 	target := filepath.Join(dir, c.target)
-	cmd := exec.Command(bin, c.args(fx, target)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	timer := time.AfterFunc(at, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
-	err := cmd.Wait()
-	timer.Stop()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		o.finished++
-	case errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL:
-		o.killed++
-	default:
-		t.Fatalf("trial %d (%s, kill at %v): %v\n%s", k, c.name, at, err, out.String())
-	}
+	runKilled(t, c.args(fx, target), at, fmt.Sprintf("trial %d (%s, kill at %v)", k, c.name, at), o)
 	where := fmt.Sprintf("trial %d (flink %s, kill at %v)", k, c.name, at)
 
 	if flinkTreeHash(t, fx.src) != fx.hash || flinkTreeHash(t, fx.small) != fx.smallHash {
