@@ -223,6 +223,7 @@ type Checkpoint struct {
 	Provider   string
 	Codec      string
 	Operators  []*Operator
+	layout     stateLayout
 	offsets    []int64
 	commits    []int64
 }
@@ -316,12 +317,13 @@ func Open(dir string) (*Checkpoint, error) {
 	if c.Provider == "" {
 		c.Provider = HDFSProvider
 	}
-	if c.Provider != HDFSProvider {
-		name := c.Provider
-		if c.Provider == RocksDBProvider {
-			name = "the RocksDB state store provider (" + c.Provider + ")"
-		}
-		return nil, fmt.Errorf("%w: checkpoint uses %s; rebucket rewrites the HDFS-backed state store only, for now", snapshotfmt.ErrUnsupported, name)
+	switch c.Provider {
+	case HDFSProvider:
+		c.layout = hdfsLayout{}
+	case RocksDBProvider:
+		c.layout = rocksLayout{}
+	default:
+		return nil, fmt.Errorf("%w: checkpoint uses the state store provider %s; rebucket reads the HDFS-backed (Spark's default) and RocksDB providers", snapshotfmt.ErrUnsupported, c.Provider)
 	}
 	c.Codec = o.Conf(ConfCodec)
 	if c.Codec == "" {

@@ -180,7 +180,11 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	for _, op := range c.Operators {
 		ro := RewriteOperator{ID: op.ID, Name: op.Name}
 		for _, s := range op.Stores {
-			fp, n, err := rewriteStore(ctx, c, op, s, tmp, m, res.StateVersion, gate, opts)
+			write := rewriteStore
+			if c.Provider == RocksDBProvider {
+				write = rewriteRocksStore
+			}
+			fp, n, err := write(ctx, c, op, s, tmp, m, res.StateVersion, gate, opts)
 			if err != nil {
 				opts.Progress.Finish()
 				return nil, fmt.Errorf("state/%d store %s: %w", op.ID, s.Name, err)
@@ -353,7 +357,7 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			held, err := gate.acquire(gctx, loadEstimate(s.Dir(op.Dir, p), c.StateVersion()))
+			held, err := gate.acquire(gctx, c.layout.loadEstimate(s.Dir(op.Dir, p), c.StateVersion()))
 			if err != nil {
 				return err
 			}

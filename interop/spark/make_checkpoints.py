@@ -179,7 +179,7 @@ def build_query(spark, name, srcs):
 
 
 class Spec:
-    def __init__(self, name, make_input, mode, compare, key, ops, provider=HDFS, note=""):
+    def __init__(self, name, make_input, mode, compare, key, ops, provider=HDFS, note="", changelog=False):
         self.name = name
         self.make_input = make_input
         self.mode = mode  # output mode
@@ -192,6 +192,8 @@ class Spec:
         self.ops = ops
         self.provider = provider
         self.note = note
+        # RocksDB changelog checkpointing (recorded nowhere in the checkpoint)
+        self.changelog = changelog
 
 
 JOIN_STORES = [
@@ -229,6 +231,17 @@ SPECS = {
     ]
 }
 POSITIVE = ["agg_string", "agg_string_int", "agg_long", "dedup", "join", "pandas", "two_op"]
+# The same queries with the RocksDB provider (issue 13), changelog
+# checkpointing off (every batch a <v>.zip of SST files) and on
+# (<v>.changelog files, a zip now and then).
+ROCKS_POSITIVE = []
+for _n in POSITIVE:
+    for _suffix, _cl in (("@rocksdb", False), ("@rocksdb-changelog", True)):
+        _b = SPECS[_n]
+        SPECS[_n + _suffix] = Spec(_n + _suffix, _b.make_input, _b.mode, _b.compare, _b.key, _b.ops,
+                                   provider=ROCKSDB, changelog=_cl,
+                                   note=f"{_n} with the RocksDB provider, changelog checkpointing {'on' if _cl else 'off'}")
+        ROCKS_POSITIVE.append(_n + _suffix)
 N_INITIAL = 3  # batches of the initial run (0..2); the rest is restart input
 
 
@@ -281,9 +294,13 @@ def _jsonable(v):
     return v
 
 
-def run(spark, spec, ckpt, srcs, outdir, partitions=N_PARTITIONS):
+CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+
+
+def run(spark, spec, ckpt, srcs, outdir, partitions=N_PARTITIONS, changelog=None):
     """Run the query until its available input is consumed; returns
-    (seconds, list of progress dicts). Output rows go to outdir/<batch>.jsonl."""
+    (seconds, list of progress dicts). Output rows go to outdir/<batch>.jsonl.
+    changelog overrides the spec's RocksDB changelog checkpointing."""
     outdir = pathlib.Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
 
@@ -295,6 +312,7 @@ def run(spark, spec, ckpt, srcs, outdir, partitions=N_PARTITIONS):
 
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", spec.provider)
+    spark.conf.set(CHANGELOG_CONF, str(spec.changelog if changelog is None else changelog).lower())
     try:
         t0 = time.monotonic()
         q = (
@@ -313,6 +331,7 @@ def run(spark, spec, ckpt, srcs, outdir, partitions=N_PARTITIONS):
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", str(N_PARTITIONS))
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS)
+        spark.conf.set(CHANGELOG_CONF, "false")
 
 
 def read_output(outdir):
@@ -430,7 +449,7 @@ def write_readme(root, spec, data, info):
         f"pyspark {pyspark.__version__}, local[2], spark.sql.shuffle.partitions={N_PARTITIONS}, "
         f"provider {spec.provider.rsplit('.', 1)[1]}, trigger availableNow, maxFilesPerTrigger=1, sink foreachBatch",
         "",
-        "query:  " + QUERY_TEXT[spec.name],
+        "query:  " + QUERY_TEXT[spec.name.split("@")[0]],
         f"input:  JSON lines; batches 0..{N_INITIAL - 1} read from input/<src>/part-000b.json (rows per batch: "
         + ", ".join(f"{s}={n[:N_INITIAL]}" for s, n in nrows.items()) + ")",
         f"        more/<src>/ holds the restart input (batches {N_INITIAL}..): "

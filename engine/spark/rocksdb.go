@@ -1,0 +1,367 @@
+package spark
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/rebucket/rebucket/internal/rocksdbsst"
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// The RocksDB state store provider keeps, per store partition directory:
+//   - <v>.zip: a RocksDB checkpoint of version v (MANIFEST, CURRENT,
+//     OPTIONS, an empty WAL, and Spark's "metadata" listing the SST files
+//     of the version, which live in SSTs/ and are shared across versions);
+//   - <v>.changelog: with changelog checkpointing, the puts and deletes of
+//     version v, in the HDFS delta framing, keys and values carrying a
+//     1-byte encoding version.
+// Version v loads as Spark loads it: the newest zip at or below v (none:
+// the empty store at 0), then every changelog above it up to v.
+
+// rocksEncodingVersion is the byte Spark puts before every UnsafeRow key
+// and value it stores in RocksDB (STATE_ENCODING_VERSION).
+const rocksEncodingVersion = 0
+
+// rocksLayout is the RocksDB provider's layout.
+type rocksLayout struct{}
+
+// RocksPartition lists the versions present in one store partition dir of
+// the RocksDB provider.
+type RocksPartition struct {
+	Dir        string
+	Zips       map[int64]bool
+	Changelogs map[int64]bool
+}
+
+// ListRocksPartition lists <v>.zip and <v>.changelog in dir
+// (fs.ErrNotExist if dir is missing).
+func ListRocksPartition(dir string) (*RocksPartition, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	rp := &RocksPartition{Dir: dir, Zips: map[int64]bool{}, Changelogs: map[int64]bool{}}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		name := e.Name()
+		if v, ok := strings.CutSuffix(name, ".zip"); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+				rp.Zips[n] = true
+			}
+		} else if v, ok := strings.CutSuffix(name, ".changelog"); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+				rp.Changelogs[n] = true
+			}
+		}
+	}
+	return rp, nil
+}
+
+// Plan returns the files that make up version v: the newest zip at or
+// below v ("" when none: the store starts empty) and the changelogs above
+// it up to v. A missing changelog wraps snapshotfmt.ErrCorrupt (Spark
+// fails to load the version too).
+func (rp *RocksPartition) Plan(v int64) (zipPath string, changelogs []string, err error) {
+	base := int64(0)
+	for z := range rp.Zips {
+		if z <= v && z > base {
+			base = z
+		}
+	}
+	if base > 0 {
+		zipPath = filepath.Join(rp.Dir, strconv.FormatInt(base, 10)+".zip")
+	}
+	for x := base + 1; x <= v; x++ {
+		if !rp.Changelogs[x] {
+			return "", nil, fmt.Errorf("%w: %s: state version %d needs %d.changelog (or a %d.zip or later snapshot at or below %d), which does not exist",
+				snapshotfmt.ErrCorrupt, rp.Dir, v, x, x, v)
+		}
+		changelogs = append(changelogs, filepath.Join(rp.Dir, strconv.FormatInt(x, 10)+".changelog"))
+	}
+	return zipPath, changelogs, nil
+}
+
+// RocksZipMetadata is Spark's "metadata" entry of a <v>.zip
+// (RocksDBCheckpointMetadata).
+type RocksZipMetadata struct {
+	SSTFiles []struct {
+		LocalFileName  string `json:"localFileName"`
+		DFSSSTFileName string `json:"dfsSstFileName"`
+		SizeBytes      int64  `json:"sizeBytes"`
+	} `json:"sstFiles"`
+	LogFiles []struct {
+		LocalFileName  string `json:"localFileName"`
+		DFSLogFileName string `json:"dfsLogFileName"`
+		SizeBytes      int64  `json:"sizeBytes"`
+	} `json:"logFiles"`
+	NumKeys             int64            `json:"numKeys"`
+	NumInternalKeys     int64            `json:"numInternalKeys"`
+	ColumnFamilyMapping map[string]int16 `json:"columnFamilyMapping"`
+}
+
+// ReadRocksZip reads and checks a <v>.zip: every entry's CRC, Spark's
+// metadata, an empty WAL. It returns the metadata.
+func ReadRocksZip(path string) (*RocksZipMetadata, error) {
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s: %v", snapshotfmt.ErrCorrupt, path, err)
+	}
+	defer zr.Close()
+	var meta *RocksZipMetadata
+	for _, f := range zr.File {
+		if f.UncompressedSize64 > 64<<20 {
+			return nil, fmt.Errorf("%w: %s: entry %s declares %d bytes", snapshotfmt.ErrCorrupt, path, f.Name, f.UncompressedSize64)
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: entry %s: %v", snapshotfmt.ErrCorrupt, path, f.Name, err)
+		}
+		// Reading to the end checks the entry's CRC-32.
+		b, err := io.ReadAll(io.LimitReader(rc, 64<<20))
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: entry %s: %v", snapshotfmt.ErrCorrupt, path, f.Name, err)
+		}
+		switch {
+		case f.Name == "metadata":
+			body, ok := bytes.CutPrefix(b, []byte("v1\n"))
+			if !ok {
+				return nil, fmt.Errorf("%w: %s: metadata version %q (rebucket reads v1)", snapshotfmt.ErrUnsupported, path, firstLine(b))
+			}
+			meta = &RocksZipMetadata{}
+			if err := json.Unmarshal(body, meta); err != nil {
+				return nil, fmt.Errorf("%w: %s: metadata: %v", snapshotfmt.ErrCorrupt, path, err)
+			}
+		case strings.HasSuffix(f.Name, ".log") && len(b) > 0:
+			// Spark writes with the WAL off and flushes before the
+			// checkpoint; data here would be state outside the SSTs.
+			return nil, fmt.Errorf("%w: %s: RocksDB write-ahead log %s holds %d bytes (rebucket reads checkpoints whose state is all in SST files)", snapshotfmt.ErrUnsupported, path, f.Name, len(b))
+		}
+	}
+	if meta == nil {
+		return nil, fmt.Errorf("%w: %s has no metadata entry (not a Spark RocksDB checkpoint zip)", snapshotfmt.ErrCorrupt, path)
+	}
+	if len(meta.LogFiles) > 0 {
+		return nil, fmt.Errorf("%w: %s lists %d archived RocksDB log files (rebucket reads checkpoints whose state is all in SST files)", snapshotfmt.ErrUnsupported, path, len(meta.LogFiles))
+	}
+	for cf := range meta.ColumnFamilyMapping {
+		if cf != "default" {
+			return nil, fmt.Errorf("%w: %s: RocksDB column family %q (transformWithState state)", snapshotfmt.ErrUnsupported, path, cf)
+		}
+	}
+	return meta, nil
+}
+
+// openZipTables opens the SST files a zip's metadata lists, from the
+// partition's SSTs/ directory, checking each one's size.
+func openZipTables(dir string, meta *RocksZipMetadata) ([]*rocksdbsst.Table, []*os.File, int64, error) {
+	var tables []*rocksdbsst.Table
+	var files []*os.File
+	var size int64
+	fail := func(err error) ([]*rocksdbsst.Table, []*os.File, int64, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, nil, 0, err
+	}
+	for _, s := range meta.SSTFiles {
+		if s.DFSSSTFileName == "" || strings.ContainsAny(s.DFSSSTFileName, "/\\") || s.DFSSSTFileName == ".." {
+			return fail(fmt.Errorf("%w: %s: SST file name %q", snapshotfmt.ErrCorrupt, dir, s.DFSSSTFileName))
+		}
+		p := filepath.Join(dir, "SSTs", s.DFSSSTFileName)
+		f, err := os.Open(p)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fail(fmt.Errorf("%w: %s: the snapshot lists SST %s, which does not exist", snapshotfmt.ErrCorrupt, dir, s.DFSSSTFileName))
+			}
+			return fail(err)
+		}
+		files = append(files, f)
+		st, err := f.Stat()
+		if err != nil {
+			return fail(err)
+		}
+		if st.Size() != s.SizeBytes {
+			return fail(fmt.Errorf("%w: %s is %d bytes, the snapshot says %d", snapshotfmt.ErrCorrupt, p, st.Size(), s.SizeBytes))
+		}
+		t, err := rocksdbsst.Open(f, st.Size())
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", p, err))
+		}
+		if pr := t.Properties(); pr.Comparator != "" && pr.Comparator != "leveldb.BytewiseComparator" {
+			return fail(fmt.Errorf("%w: %s: comparator %q", snapshotfmt.ErrUnsupported, p, pr.Comparator))
+		}
+		tables = append(tables, t)
+		size += st.Size()
+	}
+	return tables, files, size, nil
+}
+
+// sparkMerge combines merge operands as Spark's StringAppendOperator
+// configuration does. Operators rebucket rewrites never merge; a merge
+// operand is refused rather than guessed at.
+func sparkMerge(key, base []byte, hasBase bool, operands [][]byte) ([]byte, error) {
+	return nil, fmt.Errorf("%w: RocksDB merge operands (list state of transformWithState)", snapshotfmt.ErrUnsupported)
+}
+
+// stripVersion drops Spark's encoding-version byte of a stored key or
+// value.
+func stripVersion(b []byte, what string) ([]byte, error) {
+	if len(b) == 0 || b[0] != rocksEncodingVersion {
+		if len(b) == 0 {
+			return nil, fmt.Errorf("%w: empty RocksDB %s", snapshotfmt.ErrCorrupt, what)
+		}
+		return nil, fmt.Errorf("%w: RocksDB %s has state encoding version %d (rebucket reads %d)", snapshotfmt.ErrUnsupported, what, b[0], rocksEncodingVersion)
+	}
+	return b[1:], nil
+}
+
+func (rocksLayout) files(dir string, v int64) ([]string, error) {
+	rp, err := ListRocksPartition(dir)
+	if err != nil {
+		return nil, err
+	}
+	z, cls, err := rp.Plan(v)
+	if err != nil {
+		return nil, err
+	}
+	if z != "" {
+		meta, err := ReadRocksZip(z)
+		if err != nil {
+			return nil, err
+		}
+		out := []string{z}
+		for _, s := range meta.SSTFiles {
+			out = append(out, filepath.Join(dir, "SSTs", s.DFSSSTFileName))
+		}
+		return append(out, cls...), nil
+	}
+	return cls, nil
+}
+
+func (l rocksLayout) loadEstimate(dir string, v int64) int64 {
+	fs, err := l.files(dir, v)
+	if err != nil {
+		return 0
+	}
+	var raw int64
+	for _, f := range fs {
+		if strings.HasSuffix(f, ".changelog") {
+			raw += rawSize(f)
+		} else if strings.HasSuffix(f, ".sst") {
+			if st, err := os.Stat(f); err == nil {
+				raw += 3 * st.Size() // LZ4-compressed blocks
+			}
+		}
+	}
+	return 2 * raw
+}
+
+func (rocksLayout) hasVersion(dir string, v int64) bool {
+	rp, err := ListRocksPartition(dir)
+	return err == nil && (rp.Zips[v] || rp.Changelogs[v])
+}
+
+func (rocksLayout) forEachRow(dir string, v int64, fn func(key, value []byte) error) (int, int64, error) {
+	rp, err := ListRocksPartition(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && v == 0 {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	zipPath, cls, err := rp.Plan(v)
+	if err != nil {
+		return 0, 0, err
+	}
+	var files int
+	var size int64
+	var tables []*rocksdbsst.Table
+	if zipPath != "" {
+		meta, err := ReadRocksZip(zipPath)
+		if err != nil {
+			return 0, 0, err
+		}
+		st, err := os.Stat(zipPath)
+		if err != nil {
+			return 0, 0, err
+		}
+		var osFiles []*os.File
+		var n int64
+		tables, osFiles, n, err = openZipTables(dir, meta)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", zipPath, err)
+		}
+		defer func() {
+			for _, f := range osFiles {
+				f.Close()
+			}
+		}()
+		files += 1 + len(tables)
+		size += st.Size() + n
+	}
+	live := func(fn func(k, v []byte) error) error {
+		if len(tables) == 0 {
+			return nil
+		}
+		return rocksdbsst.Live(tables, sparkMerge, fn)
+	}
+	emit := func(k, val []byte) error {
+		kk, err := stripVersion(k, "key")
+		if err != nil {
+			return err
+		}
+		vv, err := stripVersion(val, "value")
+		if err != nil {
+			return err
+		}
+		return fn(kk, vv)
+	}
+	if len(cls) == 0 {
+		// One snapshot: its live keys are distinct, stream them.
+		if err := live(emit); err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", zipPath, err)
+		}
+		return files, size, nil
+	}
+	rows := newTable()
+	if err := live(func(k, v []byte) error { rows.put(k, v); return nil }); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", zipPath, err)
+	}
+	for _, f := range cls {
+		st, err := os.Stat(f)
+		if err != nil {
+			return 0, 0, err
+		}
+		size += st.Size()
+		if _, err := ReadStateFile(f, func(k, val []byte, deleted bool) error {
+			if deleted {
+				rows.del(k)
+			} else {
+				rows.put(k, val)
+			}
+			return nil
+		}); err != nil {
+			return 0, 0, err
+		}
+		files++
+	}
+	if err := rows.each(emit); err != nil {
+		return 0, 0, err
+	}
+	return files, size, nil
+}
