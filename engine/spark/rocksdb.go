@@ -200,7 +200,7 @@ func openZipTables(dir string, meta *RocksZipMetadata) ([]*rocksdbsst.Table, []*
 		}
 		t, err := rocksdbsst.Open(f, st.Size())
 		if err != nil {
-			return fail(fmt.Errorf("%s: %w", p, err))
+			return fail(sstErr(p, err))
 		}
 		if pr := t.Properties(); pr.Comparator != "" && pr.Comparator != "leveldb.BytewiseComparator" {
 			return fail(fmt.Errorf("%w: %s: comparator %q", snapshotfmt.ErrUnsupported, p, pr.Comparator))
@@ -209,6 +209,18 @@ func openZipTables(dir string, meta *RocksZipMetadata) ([]*rocksdbsst.Table, []*
 		size += st.Size()
 	}
 	return tables, files, size, nil
+}
+
+// sstErr maps the table reader's damage and unsupported-feature errors
+// onto the project's, so they exit as damaged input (2).
+func sstErr(path string, err error) error {
+	switch {
+	case errors.Is(err, rocksdbsst.ErrCorrupt) && !errors.Is(err, snapshotfmt.ErrCorrupt):
+		return fmt.Errorf("%w: %s: %w", snapshotfmt.ErrCorrupt, path, err)
+	case errors.Is(err, rocksdbsst.ErrUnsupported) && !errors.Is(err, snapshotfmt.ErrUnsupported):
+		return fmt.Errorf("%w: %s: %w", snapshotfmt.ErrUnsupported, path, err)
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 // sparkMerge combines merge operands as Spark's StringAppendOperator
@@ -334,13 +346,13 @@ func (rocksLayout) forEachRow(dir string, v int64, fn func(key, value []byte) er
 	if len(cls) == 0 {
 		// One snapshot: its live keys are distinct, stream them.
 		if err := live(emit); err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", zipPath, err)
+			return 0, 0, sstErr(zipPath, err)
 		}
 		return files, size, nil
 	}
 	rows := newTable()
 	if err := live(func(k, v []byte) error { rows.put(k, v); return nil }); err != nil {
-		return 0, 0, fmt.Errorf("%s: %w", zipPath, err)
+		return 0, 0, sstErr(zipPath, err)
 	}
 	for _, f := range cls {
 		st, err := os.Stat(f)

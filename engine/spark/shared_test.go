@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/rebucket/rebucket/engine/spark/sparkhash"
 	"github.com/rebucket/rebucket/internal/unsaferow"
-	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
 // sharedCheckpoints holds the checkpoints interop/spark/make_checkpoints.py made
@@ -54,9 +52,6 @@ func TestSharedExpectedState(t *testing.T) {
 				want[rowID(r.OpID, r.Store, r.Partition, r.Hash, r.Key)]++
 			}
 			c, err := Open(filepath.Join(base, "checkpoint"))
-			if errors.Is(err, snapshotfmt.ErrUnsupported) {
-				t.Skip(err) // e.g. the RocksDB provider, refused by design
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
