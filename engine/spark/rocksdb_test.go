@@ -1,0 +1,264 @@
+package spark
+
+import (
+	"archive/zip"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// rocksCheckpoints are RocksDB-provider checkpoints made by pyspark 4.3.0
+// (interop/spark/make_checkpoints.py), each beside its HDFS-backed twin
+// of the same query and input.
+var rocksCheckpoints = map[string]string{
+	"rocksdb":                      "agg_string", // zips of SSTs (changelog off)
+	"agg_string_rocksdb_changelog": "agg_string", // changelogs only
+	"join_rocksdb_changelog":       "join",
+	"two_op_rocksdb":               "two_op",
+}
+
+func interopCkpt(name string) string {
+	return filepath.Join(sharedCheckpoints, name, "checkpoint")
+}
+
+func copyInterop(t *testing.T, name string) string {
+	dst := filepath.Join(t.TempDir(), name)
+	if err := copyTree(context.Background(), interopCkpt(name), dst); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// A RocksDB checkpoint holds the same rows as the HDFS-backed one of the
+// same query, before and after rewriting, to more and fewer partitions
+// and back (the second rewrite reads zips or changelogs plus rebucket's
+// own changelog).
+func TestRocksRewriteEqualsHDFSTwin(t *testing.T) {
+	ctx := context.Background()
+	for name, twin := range rocksCheckpoints {
+		t.Run(name, func(t *testing.T) {
+			src := interopCkpt(name)
+			if eq, err := Equal(ctx, src, interopCkpt(twin), ScanOptions{}); err != nil || !eq.Equal {
+				t.Fatalf("source against its HDFS twin: %+v %v", eq, err)
+			}
+			prev := src
+			for i, m := range []int{8, 3, 5, 2} {
+				dst := filepath.Join(t.TempDir(), itoa(i))
+				res, err := Rewrite(ctx, prev, dst, RewriteOptions{Partitions: m})
+				if err != nil {
+					t.Fatalf("to %d: %v", m, err)
+				}
+				nc, err := Open(dst)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if nc.Provider != RocksDBProvider || nc.Partitions != m {
+					t.Fatalf("to %d: provider %s, %d partitions", m, nc.Provider, nc.Partitions)
+				}
+				// Every partition 0..m-1 of every store has the new version
+				// as a changelog; no RocksDB file is written.
+				for _, op := range nc.Operators {
+					for _, s := range op.Stores {
+						for q := range m {
+							d := s.Dir(op.Dir, q)
+							if _, err := os.Stat(filepath.Join(d, itoa(int(res.StateVersion))+".changelog")); err != nil {
+								t.Fatalf("to %d: partition %d: %v", m, q, err)
+							}
+							if _, err := os.Stat(filepath.Join(d, "."+itoa(int(res.StateVersion))+".changelog.crc")); err != nil {
+								t.Fatalf("to %d: partition %d has no Hadoop .crc: %v", m, q, err)
+							}
+						}
+					}
+				}
+				rep, err := Verify(ctx, dst, ScanOptions{})
+				if err != nil || rep.FindingsTotal != 0 {
+					t.Fatalf("to %d: verify %+v %v", m, rep.Findings, err)
+				}
+				if eq, err := Equal(ctx, dst, interopCkpt(twin), ScanOptions{}); err != nil || !eq.Equal {
+					t.Fatalf("to %d: against the HDFS twin: %+v %v", m, eq, err)
+				}
+				prev = dst
+			}
+		})
+	}
+}
+
+// A partition new to the layout replays from version 0: it must have
+// every changelog 1..V, empty ones below the new version.
+func TestRocksNewPartitionChangelogs(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "out")
+	res, err := Rewrite(context.Background(), interopCkpt("rocksdb"), dst, RewriteOptions{Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p3 := filepath.Join(dst, "state", "0", "3")
+	rp, err := ListRocksPartition(p3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rp.Zips) != 0 || len(rp.Changelogs) != int(res.StateVersion) {
+		t.Fatalf("partition 3: zips %v changelogs %v, want changelogs 1..%d", rp.Zips, rp.Changelogs, res.StateVersion)
+	}
+	for v := int64(1); v < res.StateVersion; v++ {
+		n, err := ReadStateFile(filepath.Join(p3, itoa(int(v))+".changelog"), func(k, v []byte, del bool) error { return nil })
+		if err != nil || n != 0 {
+			t.Fatalf("changelog %d: %d records, %v", v, n, err)
+		}
+	}
+	// An old partition keeps its zips and gets one changelog above them.
+	rp0, err := ListRocksPartition(filepath.Join(dst, "state", "0", "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rp0.Zips[res.StateVersion-1] || len(rp0.Changelogs) != 1 || !rp0.Changelogs[res.StateVersion] {
+		t.Fatalf("partition 0: zips %v changelogs %v", rp0.Zips, rp0.Changelogs)
+	}
+}
+
+func rewriteErr(t *testing.T, src string) error {
+	t.Helper()
+	before := treeDigest(t, src)
+	dst := filepath.Join(t.TempDir(), "out")
+	_, err := Rewrite(context.Background(), src, dst, RewriteOptions{Partitions: 8})
+	if err == nil {
+		t.Fatal("rewrite accepted it")
+	}
+	if _, serr := os.Stat(dst); !errors.Is(serr, os.ErrNotExist) {
+		t.Fatalf("target written: %v", serr)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dst), TempPrefix+"*")); len(left) > 0 {
+		t.Fatalf("temporary left behind: %v", left)
+	}
+	if treeDigest(t, src) != before {
+		t.Fatal("source changed")
+	}
+	return err
+}
+
+func firstSST(t *testing.T, part string) string {
+	ssts, _ := filepath.Glob(filepath.Join(part, "SSTs", "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no SST")
+	}
+	return ssts[0]
+}
+
+// rezip rewrites one entry of a zip.
+func rezip(t *testing.T, path, entry string, data []byte) {
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ent struct {
+		name string
+		b    []byte
+	}
+	var ents []ent
+	for _, f := range zr.File {
+		rc, _ := f.Open()
+		b := make([]byte, f.UncompressedSize64)
+		if _, err := rc.Read(b); err != nil && len(b) > 0 && err.Error() != "EOF" {
+			t.Fatal(err)
+		}
+		rc.Close()
+		if f.Name == entry {
+			b = data
+		}
+		ents = append(ents, ent{f.Name, b})
+	}
+	zr.Close()
+	out, _ := os.Create(path)
+	zw := zip.NewWriter(out)
+	for _, e := range ents {
+		w, _ := zw.Create(e.name)
+		w.Write(e.b)
+	}
+	zw.Close()
+	out.Close()
+}
+
+func TestRocksNegative(t *testing.T) {
+	cases := []struct {
+		name   string
+		src    string
+		damage func(t *testing.T, ck string)
+		want   error
+		msg    string
+	}{
+		{"missing SST", "rocksdb", func(t *testing.T, ck string) { os.Remove(firstSST(t, filepath.Join(ck, "state/0/0"))) }, snapshotfmt.ErrCorrupt, "does not exist"},
+		{"damaged SST data block", "rocksdb", func(t *testing.T, ck string) {
+			editFile(t, firstSST(t, filepath.Join(ck, "state/0/1")), func(s string) string { b := []byte(s); b[20] ^= 0x40; return string(b) })
+		}, snapshotfmt.ErrCorrupt, ".zip"},
+		{"truncated SST", "rocksdb", func(t *testing.T, ck string) {
+			editFile(t, firstSST(t, filepath.Join(ck, "state/0/0")), func(s string) string { return s[:len(s)-9] })
+		}, snapshotfmt.ErrCorrupt, "bytes, the snapshot says"},
+		{"damaged zip", "rocksdb", func(t *testing.T, ck string) {
+			editFile(t, filepath.Join(ck, "state/0/0/3.zip"), func(s string) string { b := []byte(s); b[len(b)/2] ^= 0x01; return string(b) })
+		}, snapshotfmt.ErrCorrupt, "3.zip"},
+		{"write-ahead log with data", "rocksdb", func(t *testing.T, ck string) {
+			rezip(t, filepath.Join(ck, "state/0/0/3.zip"), "000004.log", []byte("not empty"))
+		}, snapshotfmt.ErrUnsupported, "write-ahead log"},
+		{"column family", "rocksdb", func(t *testing.T, ck string) {
+			zp := filepath.Join(ck, "state/0/1/3.zip")
+			zr, _ := zip.OpenReader(zp)
+			var meta []byte
+			for _, f := range zr.File {
+				if f.Name == "metadata" {
+					rc, _ := f.Open()
+					meta = make([]byte, f.UncompressedSize64)
+					rc.Read(meta)
+					rc.Close()
+				}
+			}
+			zr.Close()
+			rezip(t, zp, "metadata", []byte(strings.Replace(string(meta), `"columnFamilyMapping":{}`, `"columnFamilyMapping":{"default":0,"countState":1}`, 1)))
+		}, snapshotfmt.ErrUnsupported, "countState"},
+		{"missing changelog", "agg_string_rocksdb_changelog", func(t *testing.T, ck string) { os.Remove(filepath.Join(ck, "state/0/1/2.changelog")) }, snapshotfmt.ErrCorrupt, "2.changelog"},
+		{"damaged changelog", "agg_string_rocksdb_changelog", func(t *testing.T, ck string) {
+			editFile(t, filepath.Join(ck, "state/0/0/3.changelog"), func(s string) string { b := []byte(s); b[30] ^= 0x40; return string(b) })
+		}, snapshotfmt.ErrCorrupt, "3.changelog"},
+		{"leftover above the committed version", "agg_string_rocksdb_changelog", func(t *testing.T, ck string) {
+			b, _ := os.ReadFile(filepath.Join(ck, "state/0/0/3.changelog"))
+			os.WriteFile(filepath.Join(ck, "state/0/0/5.changelog"), b, 0o644)
+		}, snapshotfmt.ErrRefused, "5.changelog"},
+		{"encoding version", "agg_string_rocksdb_changelog", func(t *testing.T, ck string) {
+			// A put whose key starts with version byte 1 instead of 0.
+			var rec []byte
+			rec = appendRocksRecord(rec, []byte("k"), []byte("v"), false)
+			rec[4] = 1
+			writeChangelog(t, filepath.Join(ck, "state/0/0/3.changelog"), rec)
+		}, snapshotfmt.ErrUnsupported, "encoding version 1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ck := copyInterop(t, tc.src)
+			tc.damage(t, ck)
+			err := rewriteErr(t, ck)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err %v, want %v mentioning %q", err, tc.want, tc.msg)
+			}
+		})
+	}
+}
+
+func writeChangelog(t *testing.T, path string, records []byte) {
+	t.Helper()
+	w, err := newSnapWriter(path + ".new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.write(records); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+}
