@@ -88,34 +88,45 @@ func TestRocksRewriteEqualsHDFSTwin(t *testing.T) {
 	}
 }
 
-// A partition new to the layout replays from version 0: it must have
-// every changelog 1..V, empty ones below the new version.
-func TestRocksNewPartitionChangelogs(t *testing.T) {
+// A partition new to the layout gets an empty snapshot (a zip of Spark's
+// metadata alone) below the new version and every row in the changelog
+// of the new version; an old one keeps its history and gets one changelog.
+func TestRocksNewPartitionLayout(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "out")
-	res, err := Rewrite(context.Background(), interopCkpt("rocksdb"), dst, RewriteOptions{Partitions: 4})
+	res, err := Rewrite(context.Background(), interopCkpt("agg_string_rocksdb_changelog"), dst, RewriteOptions{Partitions: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
+	v := res.StateVersion
 	p3 := filepath.Join(dst, "state", "0", "3")
 	rp, err := ListRocksPartition(p3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rp.Zips) != 0 || len(rp.Changelogs) != int(res.StateVersion) {
-		t.Fatalf("partition 3: zips %v changelogs %v, want changelogs 1..%d", rp.Zips, rp.Changelogs, res.StateVersion)
+	if len(rp.Zips) != 1 || !rp.Zips[v-1] || len(rp.Changelogs) != 1 || !rp.Changelogs[v] {
+		t.Fatalf("partition 3: zips %v changelogs %v, want %d.zip and %d.changelog", rp.Zips, rp.Changelogs, v-1, v)
 	}
-	for v := int64(1); v < res.StateVersion; v++ {
-		n, err := ReadStateFile(filepath.Join(p3, itoa(int(v))+".changelog"), func(k, v []byte, del bool) error { return nil })
-		if err != nil || n != 0 {
-			t.Fatalf("changelog %d: %d records, %v", v, n, err)
+	meta, err := ReadRocksZip(filepath.Join(p3, itoa(int(v-1))+".zip"))
+	if err != nil || len(meta.SSTFiles) != 0 || meta.NumKeys != 0 {
+		t.Fatalf("empty snapshot: %+v %v", meta, err)
+	}
+	if _, err := os.Stat(filepath.Join(p3, "."+itoa(int(v-1))+".zip.crc")); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ReadStateFile(filepath.Join(p3, itoa(int(v))+".changelog"), func(k, v []byte, del bool) error {
+		if del {
+			t.Fatal("a delete in a new partition")
 		}
+		return nil
+	})
+	if err != nil || rows == 0 {
+		t.Fatalf("%d rows, %v", rows, err)
 	}
-	// An old partition keeps its zips and gets one changelog above them.
 	rp0, err := ListRocksPartition(filepath.Join(dst, "state", "0", "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rp0.Zips[res.StateVersion-1] || len(rp0.Changelogs) != 1 || !rp0.Changelogs[res.StateVersion] {
+	if len(rp0.Zips) != 0 || len(rp0.Changelogs) != int(v) {
 		t.Fatalf("partition 0: zips %v changelogs %v", rp0.Zips, rp0.Changelogs)
 	}
 }
