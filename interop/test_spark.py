@@ -158,7 +158,7 @@ def tree_digest(d):
 
 
 @pytest.mark.parametrize("m", TARGETS)
-@pytest.mark.parametrize("name", mk.POSITIVE + mk.ROCKS_POSITIVE)
+@pytest.mark.parametrize("name", mk.POSITIVE + mk.ROCKS_POSITIVE + mk.ROCKS_TWS)
 def test_rewrite_restart(spark, rebucket_spark, workdir, name, m):
     b = made(spark, workdir, name)
     before = tree_digest(b.ckpt)

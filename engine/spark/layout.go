@@ -1,5 +1,32 @@
 package spark
 
+import (
+	"fmt"
+
+	"github.com/rebucket/rebucket/engine/spark/sparkhash"
+	"github.com/rebucket/rebucket/internal/unsaferow"
+	"github.com/rebucket/rebucket/snapshotfmt"
+)
+
+// hashable says whether rebucket knows what s's rows are partitioned by.
+func (s *Store) hashable() bool { return s.TWS != nil || s.KeyCols != nil }
+
+// partitionHash is Spark's Murmur3 (seed 42) of the partition key of a
+// key row of s, as the store holds it.
+func (s *Store) partitionHash(k []byte) (int32, error) {
+	if s.TWS != nil {
+		return s.TWS.hash(k)
+	}
+	if s.KeyCols == nil {
+		return 0, fmt.Errorf("%w: no partition key known for store %s", snapshotfmt.ErrUnsupported, s.Name)
+	}
+	r, err := unsaferow.NewRow(k, len(s.KeySchema.Fields))
+	if err != nil {
+		return 0, err
+	}
+	return sparkhash.HashRow(s.KeySchema, r, s.KeyCols, sparkhash.Seed)
+}
+
 // stateLayout is how one state store provider keeps a store partition's
 // versions on disk. The rest of the package (scan, verify, rewrite, rows)
 // sees rows as UnsafeRow key and value bytes, whatever the provider, so
@@ -9,9 +36,10 @@ type stateLayout interface {
 	// dir (fs.ErrNotExist when dir is missing; ErrCorrupt when a file the
 	// version needs is missing).
 	files(dir string, v int64) ([]string, error)
-	// forEachRow calls fn for every row of version v; the slices are valid
-	// during the call. It returns the files and bytes read.
-	forEachRow(dir string, v int64, fn func(key, value []byte) error) (files int, size int64, err error)
+	// forEachRow calls fn for every row of version v of store s; the
+	// slices are valid during the call. It returns the files and bytes
+	// read.
+	forEachRow(s *Store, dir string, v int64, fn func(key, value []byte) error) (files int, size int64, err error)
 	// loadEstimate is the memory loading version v takes (0: streamed).
 	loadEstimate(dir string, v int64) int64
 	// hasVersion says whether dir holds a file of exactly version v.
@@ -36,7 +64,7 @@ func (hdfsLayout) files(dir string, v int64) ([]string, error) {
 	return deltas, nil
 }
 
-func (hdfsLayout) forEachRow(dir string, v int64, fn func(key, value []byte) error) (int, int64, error) {
+func (hdfsLayout) forEachRow(_ *Store, dir string, v int64, fn func(key, value []byte) error) (int, int64, error) {
 	return ForEachRow(dir, v, fn)
 }
 

@@ -2,7 +2,9 @@ package spark
 
 import (
 	"archive/zip"
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,9 +12,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/zeebo/xxh3"
+
+	"github.com/rebucket/rebucket/internal/lz4java"
 	"github.com/rebucket/rebucket/internal/rocksdbsst"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
@@ -32,7 +38,13 @@ import (
 const rocksEncodingVersion = 0
 
 // rocksLayout is the RocksDB provider's layout.
-type rocksLayout struct{}
+type rocksLayout struct {
+	// merge combines merge operands (list state): RocksDB's
+	// StringAppendOperator with Spark's delimiter, "," for
+	// mergeOperatorVersion 1 and none for 2.
+	merge rocksdbsst.MergeFunc
+	delim []byte
+}
 
 // RocksPartition lists the versions present in one store partition dir of
 // the RocksDB provider.
@@ -108,6 +120,9 @@ type RocksZipMetadata struct {
 	NumKeys             int64            `json:"numKeys"`
 	NumInternalKeys     int64            `json:"numInternalKeys"`
 	ColumnFamilyMapping map[string]int16 `json:"columnFamilyMapping"`
+	// cfRaw holds the column family fields as written (mapping, type
+	// map, max id), for the empty snapshots of new partitions.
+	cfRaw map[string]json.RawMessage
 }
 
 // ReadRocksZip reads and checks a <v>.zip: every entry's CRC, Spark's
@@ -143,8 +158,18 @@ func ReadRocksZip(path string) (*RocksZipMetadata, error) {
 				return nil, fmt.Errorf("%w: %s: metadata version %q (rebucket reads v1)", snapshotfmt.ErrUnsupported, path, firstLine(b))
 			}
 			meta = &RocksZipMetadata{}
+			var all map[string]json.RawMessage
 			if err := json.Unmarshal(body, meta); err != nil {
 				return nil, fmt.Errorf("%w: %s: metadata: %v", snapshotfmt.ErrCorrupt, path, err)
+			}
+			if err := json.Unmarshal(body, &all); err != nil {
+				return nil, fmt.Errorf("%w: %s: metadata: %v", snapshotfmt.ErrCorrupt, path, err)
+			}
+			meta.cfRaw = map[string]json.RawMessage{}
+			for _, k := range []string{"columnFamilyMapping", "columnFamilyTypeMap", "maxColumnFamilyId"} {
+				if v, ok := all[k]; ok {
+					meta.cfRaw[k] = v
+				}
 			}
 		case strings.HasSuffix(f.Name, ".log") && len(b) > 0:
 			// Spark writes with the WAL off and flushes before the
@@ -157,11 +182,6 @@ func ReadRocksZip(path string) (*RocksZipMetadata, error) {
 	}
 	if len(meta.LogFiles) > 0 {
 		return nil, fmt.Errorf("%w: %s lists %d archived RocksDB log files (rebucket reads checkpoints whose state is all in SST files)", snapshotfmt.ErrUnsupported, path, len(meta.LogFiles))
-	}
-	for cf := range meta.ColumnFamilyMapping {
-		if cf != "default" {
-			return nil, fmt.Errorf("%w: %s: RocksDB column family %q (transformWithState state)", snapshotfmt.ErrUnsupported, path, cf)
-		}
 	}
 	return meta, nil
 }
@@ -223,11 +243,21 @@ func sstErr(path string, err error) error {
 	return fmt.Errorf("%s: %w", path, err)
 }
 
-// sparkMerge combines merge operands as Spark's StringAppendOperator
-// configuration does. Operators rebucket rewrites never merge; a merge
-// operand is refused rather than guessed at.
-func sparkMerge(key, base []byte, hasBase bool, operands [][]byte) ([]byte, error) {
-	return nil, fmt.Errorf("%w: RocksDB merge operands (list state of transformWithState)", snapshotfmt.ErrUnsupported)
+// ConfMergeOperatorVersion is Spark's RocksDB merge operator version.
+const ConfMergeOperatorVersion = "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion"
+
+// newRocksLayout reads the merge delimiter from the offsets conf: absent
+// means a Spark from before the conf, which used ",".
+func newRocksLayout(o *OffsetEntry) (rocksLayout, error) {
+	var delim []byte
+	switch v := o.Conf(ConfMergeOperatorVersion); v {
+	case "", "1":
+		delim = []byte(",")
+	case "2":
+	default:
+		return rocksLayout{}, fmt.Errorf("%w: %s=%s (rebucket reads 1 and 2)", snapshotfmt.ErrUnsupported, ConfMergeOperatorVersion, v)
+	}
+	return rocksLayout{merge: rocksdbsst.StringAppend(delim), delim: delim}, nil
 }
 
 // stripVersion drops Spark's encoding-version byte of a stored key or
@@ -288,7 +318,7 @@ func (rocksLayout) hasVersion(dir string, v int64) bool {
 	return err == nil && (rp.Zips[v] || rp.Changelogs[v])
 }
 
-func (rocksLayout) forEachRow(dir string, v int64, fn func(key, value []byte) error) (int, int64, error) {
+func (l rocksLayout) forEachRow(s *Store, dir string, v int64, fn func(key, value []byte) error) (int, int64, error) {
 	rp, err := ListRocksPartition(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && v == 0 {
@@ -307,6 +337,17 @@ func (rocksLayout) forEachRow(dir string, v int64, fn func(key, value []byte) er
 		meta, err := ReadRocksZip(zipPath)
 		if err != nil {
 			return 0, 0, err
+		}
+		if s.TWS != nil {
+			if err := s.TWS.bindIDs(meta); err != nil {
+				return 0, 0, fmt.Errorf("%s: %w", zipPath, err)
+			}
+		} else {
+			for cf := range meta.ColumnFamilyMapping {
+				if cf != "default" {
+					return 0, 0, fmt.Errorf("%w: %s: RocksDB column family %q in a store of an operator without column families", snapshotfmt.ErrUnsupported, zipPath, cf)
+				}
+			}
 		}
 		st, err := os.Stat(zipPath)
 		if err != nil {
@@ -330,9 +371,13 @@ func (rocksLayout) forEachRow(dir string, v int64, fn func(key, value []byte) er
 		if len(tables) == 0 {
 			return nil
 		}
-		return rocksdbsst.Live(tables, sparkMerge, fn)
+		return rocksdbsst.Live(tables, l.merge, fn)
 	}
 	emit := func(k, val []byte) error {
+		if s.TWS != nil {
+			// Kept as stored: the family id and each family's layout.
+			return fn(k, val)
+		}
 		kk, err := stripVersion(k, "key")
 		if err != nil {
 			return err
@@ -360,10 +405,17 @@ func (rocksLayout) forEachRow(dir string, v int64, fn func(key, value []byte) er
 			return 0, 0, err
 		}
 		size += st.Size()
-		if _, err := ReadStateFile(f, func(k, val []byte, deleted bool) error {
-			if deleted {
+		if err := readChangelog(f, func(op changeOp, k, val []byte) error {
+			switch op {
+			case changeDelete:
 				rows.del(k)
-			} else {
+			case changeMerge:
+				old, ok := rows.get(k)
+				if ok {
+					val = slices.Concat(old, l.delim, val)
+				}
+				rows.put(k, val)
+			default:
 				rows.put(k, val)
 			}
 			return nil
@@ -376,4 +428,150 @@ func (rocksLayout) forEachRow(dir string, v int64, fn func(key, value []byte) er
 		return 0, 0, err
 	}
 	return files, size, nil
+}
+
+// changeOp is the kind of a changelog record.
+type changeOp uint8
+
+const (
+	changePut changeOp = iota
+	changeDelete
+	changeMerge
+)
+
+// Changelog v2 record types (RecordType.getRecordTypeAsByte).
+const (
+	recEOF    = 0x00
+	recPut    = 0x01
+	recDelete = 0x10
+	recMerge  = 0x11
+)
+
+// changelogV2Header is writeUTF("v2"), which starts a v2 changelog (v1
+// has no header: its first bytes are a key length).
+var changelogV2Header = []byte{0x00, 0x02, 'v', '2'}
+
+// readChangelog reads a <v>.changelog of version 1 (the delta framing:
+// puts and deletes) or 2 (a type byte per record: put, delete, merge;
+// column family stores).
+func readChangelog(path string, fn func(op changeOp, key, value []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(lz4java.NewReader(bufio.NewReaderSize(f, 256<<10)), 256<<10)
+	head, err := br.Peek(4)
+	if err == nil && head[0] == 0 && head[1] < 8 && head[1] >= 2 && head[2] == 'v' {
+		// writeUTF("vN"): a versioned changelog.
+		hdr, err := br.Peek(2 + int(head[1]))
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, noEOF(err))
+		}
+		ver := string(hdr[2:])
+		if ver != "v2" {
+			return fmt.Errorf("%w: %s: changelog version %s (rebucket reads v1 and v2)", snapshotfmt.ErrUnsupported, path, ver)
+		}
+		br.Discard(len(hdr))
+		if err := readChangelogV2(br, fn); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return nil
+	}
+	if _, err := ReadRecords(br, true, func(k, v []byte, deleted bool) error {
+		if deleted {
+			return fn(changeDelete, k, nil)
+		}
+		return fn(changePut, k, v)
+	}); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func readChangelogV2(br *bufio.Reader, fn func(op changeOp, key, value []byte) error) error {
+	var lenBuf [4]byte
+	readLen := func(what string) (int, error) {
+		if _, err := io.ReadFull(br, lenBuf[:]); err != nil {
+			return 0, noEOF(err)
+		}
+		n := int32(binary.BigEndian.Uint32(lenBuf[:]))
+		if n < -1 || n > maxRecord {
+			return 0, fmt.Errorf("%w: changelog %s length %d", snapshotfmt.ErrCorrupt, what, n)
+		}
+		return int(n), nil
+	}
+	var key, val []byte
+	for {
+		t, err := br.ReadByte()
+		if err != nil {
+			return noEOF(err)
+		}
+		if t == recEOF {
+			if _, err := br.ReadByte(); err != io.EOF {
+				return fmt.Errorf("%w: changelog continues after its end record", snapshotfmt.ErrCorrupt)
+			}
+			return nil
+		}
+		if t != recPut && t != recDelete && t != recMerge {
+			if t == 0x20 {
+				return fmt.Errorf("%w: changelog delete-range record", snapshotfmt.ErrUnsupported)
+			}
+			return fmt.Errorf("%w: changelog record type 0x%02x", snapshotfmt.ErrCorrupt, t)
+		}
+		kl, err := readLen("key")
+		if err != nil {
+			return err
+		}
+		if kl < 0 {
+			return fmt.Errorf("%w: changelog key length %d", snapshotfmt.ErrCorrupt, kl)
+		}
+		key = slices.Grow(key[:0], kl)[:kl]
+		if _, err := io.ReadFull(br, key); err != nil {
+			return noEOF(err)
+		}
+		vl, err := readLen("value")
+		if err != nil {
+			return err
+		}
+		if t == recDelete {
+			if vl != -1 {
+				return fmt.Errorf("%w: changelog delete record with a value length %d", snapshotfmt.ErrCorrupt, vl)
+			}
+			if err := fn(changeDelete, key, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		if vl < 0 {
+			return fmt.Errorf("%w: changelog value length %d", snapshotfmt.ErrCorrupt, vl)
+		}
+		val = slices.Grow(val[:0], vl)[:vl]
+		if _, err := io.ReadFull(br, val); err != nil {
+			return noEOF(err)
+		}
+		op := changePut
+		if t == recMerge {
+			op = changeMerge
+		}
+		if err := fn(op, key, val); err != nil {
+			return err
+		}
+	}
+}
+
+// get returns the value of key k.
+func (t *table) get(k []byte) ([]byte, bool) {
+	h := xxh3.Hash(k)
+	if ref, ok := t.idx[h]; ok {
+		if ok, _ := t.keyIs(ref, k); ok {
+			_, v := t.at(ref)
+			return v, true
+		}
+	}
+	if ref, ok := t.over[string(k)]; ok {
+		_, v := t.at(ref)
+		return v, true
+	}
+	return nil, false
 }

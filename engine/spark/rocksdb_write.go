@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rebucket/rebucket/engine/spark/sparkhash"
-	"github.com/rebucket/rebucket/internal/unsaferow"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -50,9 +49,57 @@ func appendRocksRecord(b, key, value []byte, deleted bool) []byte {
 	return append(b, value...)
 }
 
-// writeEmptyChangelog writes a changelog with no record (and its .crc).
-func writeEmptyChangelog(path string) (int64, error) {
+// appendChangeV2 appends a v2 changelog record (a column family store:
+// key and value as stored, ids and version bytes included).
+func appendChangeV2(b, key, value []byte, deleted bool) []byte {
+	if deleted {
+		b = append(b, recDelete)
+	} else {
+		b = append(b, recPut)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(key)))
+	b = append(b, key...)
+	if deleted {
+		return binary.BigEndian.AppendUint32(b, 0xFFFFFFFF)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(value)))
+	return append(b, value...)
+}
+
+// changelogFormat is how a store's changelogs are written: v1 (key and
+// value UnsafeRows get Spark's version byte) or, for a store with column
+// families, v2 (a header, typed records, a 0x00 end).
+type changelogFormat struct {
+	append func(b, key, value []byte, deleted bool) []byte
+	header []byte
+	end    []byte
+}
+
+func changelogFormatOf(s *Store) changelogFormat {
+	if s.TWS != nil {
+		return changelogFormat{append: appendChangeV2, header: changelogV2Header, end: []byte{recEOF}}
+	}
+	return changelogFormat{append: appendRocksRecord}
+}
+
+func (cf changelogFormat) create(path string) (*snapWriter, error) {
 	w, err := newSnapWriter(path)
+	if err != nil {
+		return nil, err
+	}
+	w.end = cf.end
+	if len(cf.header) > 0 {
+		if err := w.write(cf.header); err != nil {
+			w.f.Close()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// writeEmpty writes a changelog with no record (and its .crc).
+func (cf changelogFormat) writeEmpty(path string) (int64, error) {
+	w, err := cf.create(path)
 	if err != nil {
 		return 0, err
 	}
@@ -68,15 +115,23 @@ func writeEmptyChangelog(path string) (int64, error) {
 const emptyRocksZipMetadata = "v1\n{\"sstFiles\":[],\"numKeys\":0}"
 
 // writeEmptyRocksZip writes a <v>.zip holding only the metadata of an
-// empty store (and its Hadoop .crc).
-func writeEmptyRocksZip(path string) (int64, error) {
+// empty store (and its Hadoop .crc); a column family store's metadata
+// carries the family ids, which the changelog's keys start with.
+func writeEmptyRocksZip(path string, s *Store) (int64, error) {
+	meta := []byte(emptyRocksZipMetadata)
+	if s.TWS != nil {
+		var err error
+		if meta, err = s.TWS.emptyZipMetadata(); err != nil {
+			return 0, err
+		}
+	}
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	w, err := zw.Create("metadata")
 	if err != nil {
 		return 0, err
 	}
-	if _, err := w.Write([]byte(emptyRocksZipMetadata)); err != nil {
+	if _, err := w.Write(meta); err != nil {
 		return 0, err
 	}
 	if err := zw.Close(); err != nil {
@@ -94,12 +149,12 @@ func writeEmptyRocksZip(path string) (int64, error) {
 // ignores it) and given an empty snapshot at version-1; an old one must
 // hold nothing above the committed version and gets empty changelogs
 // committed+1..version-1 (skipped uncommitted batches).
-func prepareRocksPartition(dir, srcDir string, q, n int, committed, version int64) (int64, error) {
+func prepareRocksPartition(s *Store, dir, srcDir string, q, n int, committed, version int64) (int64, error) {
 	if q >= n {
 		if err := os.RemoveAll(dir); err != nil {
 			return 0, err
 		}
-		return writeEmptyRocksZip(filepath.Join(dir, strconv.FormatInt(version-1, 10)+".zip"))
+		return writeEmptyRocksZip(filepath.Join(dir, strconv.FormatInt(version-1, 10)+".zip"), s)
 	}
 	rp, err := ListRocksPartition(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -116,7 +171,7 @@ func prepareRocksPartition(dir, srcDir string, q, n int, committed, version int6
 	}
 	var total int64
 	for x := committed + 1; x < version; x++ {
-		n, err := writeEmptyChangelog(filepath.Join(dir, strconv.FormatInt(x, 10)+".changelog"))
+		n, err := changelogFormatOf(s).writeEmpty(filepath.Join(dir, strconv.FormatInt(x, 10)+".changelog"))
 		if err != nil {
 			return 0, err
 		}
@@ -134,6 +189,7 @@ func rewriteRocksStore(ctx context.Context, c *Checkpoint, op *Operator, s *Stor
 	}
 	newOpDir := filepath.Join(tmp, rel)
 	committed := c.StateVersion()
+	format := changelogFormatOf(s)
 	var written int64
 	ws := make([]*snapWriter, m)
 	defer func() {
@@ -145,12 +201,12 @@ func rewriteRocksStore(ctx context.Context, c *Checkpoint, op *Operator, s *Stor
 	}()
 	for q := range m {
 		dir := s.Dir(newOpDir, q)
-		n, err := prepareRocksPartition(dir, s.Dir(op.Dir, q), q, c.Partitions, committed, version)
+		n, err := prepareRocksPartition(s, dir, s.Dir(op.Dir, q), q, c.Partitions, committed, version)
 		if err != nil {
 			return nil, 0, err
 		}
 		written += n
-		if ws[q], err = newSnapWriter(filepath.Join(dir, strconv.FormatInt(version, 10)+".changelog")); err != nil {
+		if ws[q], err = format.create(filepath.Join(dir, strconv.FormatInt(version, 10)+".changelog")); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -181,12 +237,8 @@ func rewriteRocksStore(ctx context.Context, c *Checkpoint, op *Operator, s *Stor
 				return nil
 			}
 			var local Fingerprint
-			_, size, err := c.layout.forEachRow(dir, committed, func(k, v []byte) error {
-				r, err := unsaferow.NewRow(k, len(s.KeySchema.Fields))
-				if err != nil {
-					return err
-				}
-				h, err := sparkhash.HashRow(s.KeySchema, r, s.KeyCols, sparkhash.Seed)
+			_, size, err := c.layout.forEachRow(s, dir, committed, func(k, v []byte) error {
+				h, err := s.partitionHash(k)
 				if err != nil {
 					return fmt.Errorf("key %x: %w", k, err)
 				}
@@ -198,12 +250,12 @@ func rewriteRocksStore(ctx context.Context, c *Checkpoint, op *Operator, s *Stor
 				if q == p {
 					return nil // stays where it is
 				}
-				bufs[q] = appendRocksRecord(bufs[q], k, v, false)
+				bufs[q] = format.append(bufs[q], k, v, false)
 				if err := flush(q); err != nil {
 					return err
 				}
 				if p < m {
-					bufs[p] = appendRocksRecord(bufs[p], k, nil, true)
+					bufs[p] = format.append(bufs[p], k, nil, true)
 					return flush(p)
 				}
 				return nil

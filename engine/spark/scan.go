@@ -212,7 +212,17 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 			} else {
 				sr.ValueSchema = s.ValueSchemaJSON
 			}
-			if s.KeySchema != nil {
+			if s.TWS != nil {
+				sr.KeySchema = "column families keyed by " + s.TWS.Grouping.String()
+				var names []string
+				for _, cf := range s.TWS.Families {
+					names = append(names, cf.Name)
+				}
+				sr.ValueSchema = "column families " + strings.Join(names, ", ")
+				for _, f := range s.TWS.Grouping.Fields {
+					sr.PartitionBy = append(sr.PartitionBy, f.Name)
+				}
+			} else if s.KeySchema != nil {
 				sr.KeySchema = s.KeySchema.String()
 				sr.PartitionBy = nil
 				for _, i := range s.KeyCols {
@@ -239,12 +249,13 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 					defer gate.release(held)
 					var local Fingerprint
 					bad := 0
-					files, size, err := c.layout.forEachRow(dir, version, func(k, v []byte) error {
+					files, size, err := c.layout.forEachRow(s, dir, version, func(k, v []byte) error {
 						local.add(k, v)
-						if !opts.CheckKeys || s.KeyCols == nil {
+						if !opts.CheckKeys || !s.hashable() {
 							return nil
 						}
-						q, err := sparkhash.Partition(s.KeySchema, k, s.KeyCols, c.Partitions)
+						h, err := s.partitionHash(k)
+						q := sparkhash.Pmod(h, c.Partitions)
 						if err != nil {
 							fnd.add(Finding{op.ID, s.Name, p, fmt.Sprintf("key %x: %v", k, err)})
 						} else if q != p {
