@@ -161,11 +161,11 @@ type Store struct {
 	// (absolute URIs where the checkpoint was written).
 	SchemaFilePaths []string `json:"stateSchemaFilePaths"`
 	// TWS is the column family layout of a transformWithState store.
-	TWS *TWS `json:"-"`
-	KeySchema        *unsaferow.Type
-	ValueSchema      *unsaferow.Type
-	KeySchemaJSON    string
-	ValueSchemaJSON  string
+	TWS             *TWS `json:"-"`
+	KeySchema       *unsaferow.Type
+	ValueSchema     *unsaferow.Type
+	KeySchemaJSON   string
+	ValueSchemaJSON string
 	// KeyCols are the key columns Spark partitions this store's rows by
 	// (set for operators rebucket supports).
 	KeyCols []int
