@@ -259,8 +259,14 @@ func (t *Table) checkHandle(h blockHandle) error {
 // returns its uncompressed contents. raw and out are reusable buffers (nil
 // allocates); the result aliases one of them.
 func (t *Table) readBlock(h blockHandle, raw, out *[]byte) ([]byte, error) {
+	b, _, err := t.readBlockType(h, raw, out)
+	return b, err
+}
+
+// readBlockType is readBlock that also returns the block's compression type.
+func (t *Table) readBlockType(h blockHandle, raw, out *[]byte) ([]byte, byte, error) {
 	if err := t.checkHandle(h); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var rb []byte
 	if raw == nil {
@@ -271,20 +277,20 @@ func (t *Table) readBlock(h blockHandle, raw, out *[]byte) ([]byte, error) {
 	buf := *raw
 	if _, err := t.r.ReadAt(buf, int64(h.offset)); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, corruptf("block at offset %d: %v", h.offset, err)
+			return nil, 0, corruptf("block at offset %d: %v", h.offset, err)
 		}
-		return nil, fmt.Errorf("rocksdbsst: read block at offset %d: %w", h.offset, err)
+		return nil, 0, fmt.Errorf("rocksdbsst: read block at offset %d: %w", h.offset, err)
 	}
 	if ct := t.footer.checksum; ct != ChecksumNone {
 		stored := binary.LittleEndian.Uint32(buf[h.size+1:])
 		got := builtinChecksum(ct, buf[:h.size+1]) + contextModifier(t.footer.baseContext, h.offset)
 		if got != stored {
-			return nil, corruptf("block at offset %d (size %d): %s checksum mismatch (stored %#08x, computed %#08x)", h.offset, h.size, ct, stored, got)
+			return nil, 0, corruptf("block at offset %d (size %d): %s checksum mismatch (stored %#08x, computed %#08x)", h.offset, h.size, ct, stored, got)
 		}
 	}
 	comp := buf[h.size]
 	if comp == compNone {
-		return buf[:h.size], nil
+		return buf[:h.size], comp, nil
 	}
 	var ob []byte
 	if out == nil {
@@ -292,10 +298,10 @@ func (t *Table) readBlock(h blockHandle, raw, out *[]byte) ([]byte, error) {
 	}
 	d, err := decompress(comp, buf[:h.size], *out)
 	if err != nil {
-		return nil, fmt.Errorf("block at offset %d: %w", h.offset, err)
+		return nil, 0, fmt.Errorf("block at offset %d: %w", h.offset, err)
 	}
 	*out = d
-	return d, nil
+	return d, comp, nil
 }
 
 // Properties returns the table's properties.
