@@ -56,7 +56,7 @@ func (it *Iter) Next() bool {
 		h := it.t.dataBlocks[it.next]
 		it.next++
 		b, comp, err := it.t.readBlockType(h, &it.raw, &it.out)
-		if comp < 64 {
+		if err == nil && comp < 64 {
 			it.compSeen |= 1 << comp
 		}
 		if err != nil {

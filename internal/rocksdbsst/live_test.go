@@ -124,3 +124,28 @@ func TestConcurrentIters(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestFragment checks the tombstone sweep against the definition (the highest
+// sequence number of a tombstone covering the key) on overlapping ranges.
+func TestFragment(t *testing.T) {
+	ts := []RangeTombstone{
+		{[]byte("b"), []byte("f"), 5},
+		{[]byte("c"), []byte("d"), 9},
+		{[]byte("a"), []byte("z"), 2},
+		{[]byte("e"), []byte("g"), 7},
+		{[]byte("x"), []byte("x"), 99}, // empty
+		{[]byte("m"), []byte("n"), 1},
+	}
+	f := fragment(ts)
+	for _, k := range []string{"", "a", "b", "bb", "c", "cz", "d", "e", "f", "g", "m", "mm", "n", "x", "y", "z", "zz"} {
+		var want uint64
+		for _, r := range ts {
+			if bytes.Compare(r.Start, []byte(k)) <= 0 && bytes.Compare([]byte(k), r.End) < 0 {
+				want = max(want, r.Seq)
+			}
+		}
+		if got := f.cover([]byte(k)); got != want {
+			t.Errorf("cover(%q) = %d, want %d", k, got, want)
+		}
+	}
+}

@@ -96,6 +96,9 @@ func open(r io.ReaderAt, size int64, verify bool) (*Table, error) {
 	}
 	var fb [footerLen]byte
 	if _, err := r.ReadAt(fb[:], size-footerLen); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, corruptf("footer: file shorter than %d bytes", size)
+		}
 		return nil, fmt.Errorf("rocksdbsst: read footer: %w", err)
 	}
 	f, err := decodeFooter(fb[:], size)
