@@ -22,10 +22,14 @@ const BytewiseComparator = "leveldb.BytewiseComparator"
 // Index types (BlockBasedTableOptions::IndexType), property
 // rocksdb.block.based.table.index.type.
 const (
-	IndexBinarySearch          = 0
-	IndexHashSearch            = 1
-	IndexTwoLevel              = 2
-	IndexBinarySearchFirstKey  = 3
+	IndexBinarySearch         = 0
+	IndexHashSearch           = 1
+	IndexTwoLevel             = 2 // partitioned index
+	IndexBinarySearchFirstKey = 3
+)
+
+// Names of meta blocks and properties this package reads.
+const (
 	indexTypeProperty          = "rocksdb.block.based.table.index.type"
 	propertiesBlockName        = "rocksdb.properties"
 	rangeDelBlockName          = "rocksdb.range_del"
