@@ -1,6 +1,7 @@
 package sparkexport
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -146,11 +147,14 @@ func Export(ctx context.Context, c *spark.Checkpoint, dir string, o Options) (*R
 			res.Rows += f.Rows
 		}
 	}
-	m, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
+	var m bytes.Buffer
+	enc := json.NewEncoder(&m)
+	enc.SetEscapeHTML(false) // schemas read struct<k:string>, not \u003c
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
 		return nil, err
 	}
-	if err := writeSynced(filepath.Join(dir, ManifestName), append(m, '\n')); err != nil {
+	if err := writeSynced(filepath.Join(dir, ManifestName), m.Bytes()); err != nil {
 		return nil, err
 	}
 	return res, nil
