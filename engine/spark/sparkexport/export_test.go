@@ -300,6 +300,17 @@ with ipc.new_file(sys.argv[2], t.schema) as w:
     w.write_table(t)
 `
 
+// duckParquetToArrow reads the Parquet file with DuckDB (its own Parquet
+// reader) and hands its result to Arrow.
+const duckParquetToArrow = `
+import sys, duckdb, pyarrow.ipc as ipc
+con = duckdb.connect()
+con.execute("SET TimeZone='UTC'")
+t = con.execute("SELECT * FROM read_parquet(?)", [sys.argv[1]]).fetch_arrow_table()
+with ipc.new_file(sys.argv[2], t.schema) as w:
+    w.write_table(t)
+`
+
 // emptyAsNull is the Arrow schema of a Parquet export as pyarrow reads it:
 // every struct of no fields a nullable column of the null type.
 func emptyAsNull(s *arrow.Schema) *arrow.Schema {
@@ -341,6 +352,11 @@ func checkParquet(t *testing.T, path string, s *spark.Store, want []string, want
 			t.Fatalf("%s read by pyarrow: schema\n%s\nwant\n%s", path, schema, wantSchema)
 		}
 		sameRows(t, filepath.Base(path)+" (pyarrow)", got, want)
+		if out, err := exec.Command(py, "-c", duckParquetToArrow, path, conv+".duck").CombinedOutput(); err != nil {
+			t.Fatalf("DuckDB reading %s: %v\n%s", path, err, out)
+		}
+		got, _ = readArrowFile(t, conv+".duck", s)
+		sameRows(t, filepath.Base(path)+" (DuckDB)", got, want)
 		return
 	}
 	f, err := os.Open(path)
