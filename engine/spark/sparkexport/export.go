@@ -137,11 +137,62 @@ func Export(ctx context.Context, c *spark.Checkpoint, dir string, o Options) (*R
 	defer pr.Finish()
 	res := &Result{Checkpoint: c.Dir, QueryID: c.QueryID, LastCommitted: c.LastCommitted,
 		StateVersion: c.StateVersion(), Partitions: c.Partitions, Format: o.Format}
+	// c.ForEachRow goes operator by operator, store by store (whatever
+	// the state store provider): one table is open at a time.
+	files := map[*spark.Store]*File{}
+	var cur *openTable
+	const tick = 4096
+	var pending int64
+	err := c.ForEachRow(ctx, func(r spark.Row) error {
+		if cur == nil || cur.s != r.Store {
+			if cur != nil {
+				if err := cur.finish(); err != nil {
+					return err
+				}
+			}
+			var err error
+			if cur, err = openStore(c, r.Operator, r.Store, dir, o); err != nil {
+				return err
+			}
+			files[r.Store] = cur.f
+		}
+		kv, err := decode(r.Store.KeySchema, r.Key)
+		if err != nil {
+			return fmt.Errorf("key: %w", err)
+		}
+		vv, err := decode(r.Store.ValueSchema, r.Value)
+		if err != nil {
+			return fmt.Errorf("value: %w", err)
+		}
+		cur.f.Rows++
+		if pending++; pending == tick {
+			pr.Add(pending)
+			pending = 0
+		}
+		return cur.t.add(int32(r.Partition), kv, vv, r.Key, r.Value)
+	})
+	if err == nil && cur != nil {
+		err = cur.finish()
+	} else if cur != nil {
+		cur.abort()
+	}
+	if err != nil {
+		return nil, err
+	}
+	pr.Add(pending)
+	// Every store gets its table, an empty one when it holds no row.
 	for _, op := range c.Operators {
 		for _, s := range op.Stores {
-			f, err := exportStore(ctx, c, op, s, dir, o, pr)
-			if err != nil {
-				return nil, err
+			f := files[s]
+			if f == nil {
+				t, err := openStore(c, op, s, dir, o)
+				if err != nil {
+					return nil, err
+				}
+				if err := t.finish(); err != nil {
+					return nil, err
+				}
+				f = t.f
 			}
 			res.Files = append(res.Files, *f)
 			res.Rows += f.Rows
@@ -160,7 +211,16 @@ func Export(ctx context.Context, c *spark.Checkpoint, dir string, o Options) (*R
 	return res, nil
 }
 
-func exportStore(ctx context.Context, c *spark.Checkpoint, op *spark.Operator, s *spark.Store, dir string, o Options, pr progress.Reporter) (*File, error) {
+// openTable is the table of one store being written.
+type openTable struct {
+	s    *spark.Store
+	f    *File
+	t    table
+	out  *os.File
+	path string
+}
+
+func openStore(c *spark.Checkpoint, op *spark.Operator, s *spark.Store, dir string, o Options) (*openTable, error) {
 	f := &File{Name: FileName(op, s, o.Format), Operator: op.ID, OperatorName: op.Name, Store: s.Name,
 		KeySchemaError: s.KeySchemaErr, ValueSchemaError: s.ValueSchemaErr}
 	if s.KeySchema != nil {
@@ -174,7 +234,6 @@ func exportStore(ctx context.Context, c *spark.Checkpoint, op *spark.Operator, s
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	defer out.Close()
 	meta := fileMeta(c, op, s)
 	var t table
 	if o.Format == Parquet {
@@ -183,47 +242,32 @@ func exportStore(ctx context.Context, c *spark.Checkpoint, op *spark.Operator, s
 		t, err = newArrowTable(out, op, s, meta, o)
 	}
 	if err != nil {
+		out.Close()
 		return nil, fmt.Errorf("state/%d store %s: %w", op.ID, s.Name, err)
 	}
-	const tick = 4096
-	var pending int64
-	for p := 0; p < c.Partitions; p++ {
-		if err := ctx.Err(); err != nil {
-			t.close()
-			return nil, err
-		}
-		_, _, err := spark.ForEachRow(s.Dir(op.Dir, p), c.StateVersion(), func(k, v []byte) error {
-			kv, err := decode(s.KeySchema, k)
-			if err != nil {
-				return fmt.Errorf("key: %w", err)
-			}
-			vv, err := decode(s.ValueSchema, v)
-			if err != nil {
-				return fmt.Errorf("value: %w", err)
-			}
-			f.Rows++
-			if pending++; pending == tick {
-				pr.Add(pending)
-				pending = 0
-			}
-			return t.add(int32(p), kv, vv, k, v)
-		})
-		if err != nil {
-			t.close()
-			return nil, fmt.Errorf("state/%d store %s partition %d: %w", op.ID, s.Name, p, err)
-		}
+	return &openTable{s: s, f: f, t: t, out: out, path: path}, nil
+}
+
+// finish completes the file and syncs it.
+func (o *openTable) finish() error {
+	if err := o.t.close(); err != nil {
+		o.out.Close()
+		return fmt.Errorf("write %s: %w", o.path, err)
 	}
-	pr.Add(pending)
-	if err := t.close(); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
+	if err := o.out.Sync(); err != nil {
+		o.out.Close()
+		return fmt.Errorf("fsync %s: %w", o.path, err)
 	}
-	if err := out.Sync(); err != nil {
-		return nil, fmt.Errorf("fsync %s: %w", path, err)
+	if err := o.out.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", o.path, err)
 	}
-	if err := out.Close(); err != nil {
-		return nil, fmt.Errorf("close %s: %w", path, err)
-	}
-	return f, nil
+	return nil
+}
+
+// abort closes the file after a failure (the caller removes the directory).
+func (o *openTable) abort() {
+	o.t.close()
+	o.out.Close()
 }
 
 // decode decodes an UnsafeRow by its schema; a nil schema (one rebucket
