@@ -25,7 +25,7 @@ import (
 // partition, the key and value decoded by the state schema, and their
 // UnsafeRow bytes.
 func runSparkExport(cmd *cobra.Command, g *globalOptions, args []string) error {
-	if err := refuseFlags(cmd, "Spark", "bucket-range", "worker", "partition-by", "state"); err != nil {
+	if err := refuseFlags(cmd, "Spark", "bucket-range", "worker", "partition-by", "state", "parallelism"); err != nil {
 		return err
 	}
 	formatFlag, _ := cmd.Flags().GetString("format")

@@ -100,6 +100,7 @@ func TestSparkExportRefusals(t *testing.T) {
 		{[]string{"export", src, "--out", filepath.Join(dir, "y.arrow"), "--compression", "snappy"}, exitUsage, "zstd or none"},
 		{[]string{"export", src, "--out", "-"}, exitUsage, "standard output"},
 		{[]string{"export", src, "--out", filepath.Join(dir, "z"), "--state", "0/default"}, exitUsage, "--state"},
+		{[]string{"export", src, "--out", filepath.Join(dir, "z"), "--parallelism", "4"}, exitUsage, "--parallelism"},
 	} {
 		out, code := runRoot(t, c.args...)
 		if code != c.code || !strings.Contains(out, c.want) {

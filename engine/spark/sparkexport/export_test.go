@@ -26,6 +26,7 @@ import (
 
 	"github.com/rebucket/rebucket/engine/spark"
 	"github.com/rebucket/rebucket/internal/lz4java"
+	"github.com/rebucket/rebucket/internal/progress"
 	"github.com/rebucket/rebucket/internal/unsaferow"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
@@ -729,5 +730,22 @@ func TestDecimalBytes(t *testing.T) {
 		if got := decimalBytes(p); got != n {
 			t.Errorf("decimalBytes(%d) = %d, want %d", p, got, n)
 		}
+	}
+}
+
+// TestExportProgress: the rows exported are reported, in rows.
+func TestExportProgress(t *testing.T) {
+	c, err := spark.Open("../testdata/real/join")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &progress.Recorder{}
+	res, err := Export(context.Background(), c, t.TempDir(), Options{Format: Parquet, Progress: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := rec.Phases()
+	if len(ph) != 1 || ph[0].Unit != progress.Rows || ph[0].Done != int64(res.Rows) || !ph[0].Finished || res.Rows != 340 {
+		t.Fatalf("phases %+v for %d rows", ph, res.Rows)
 	}
 }
