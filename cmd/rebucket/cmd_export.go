@@ -52,7 +52,13 @@ The format comes from --format or else from the extension of --out
 (.parquet, .arrow/.feather/.ipc, .jsonl/.ndjson/.json; Parquet when there
 is none); a --format that disagrees with the extension is refused.
 The output is written under a temporary name and renamed into place, so
---out - (standard output) is refused: write a file and read it from there.`,
+--out - (standard output) is refused: write a file and read it from there.
+
+A Spark checkpoint exports to a directory, --out DIR, of one Parquet (or
+Arrow) table per operator and store, <id>-<store>.parquet, with the
+columns operator, operator_name, store, partition, key and value (structs
+of the state schema's typed fields), and _rebucket_export.json; or, to an
+--out ending in .jsonl, one JSON Lines file.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExport(cmd, g, o, args[0])

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -511,74 +508,6 @@ func decodedJSON(t *unsaferow.Type, b []byte) any {
 		return hex.EncodeToString(b)
 	}
 	return rowJSON(t, v)
-}
-
-// runSparkExport writes one row per state row as JSON Lines: operator,
-// store, partition, the key and value decoded by the state schema, and
-// their UnsafeRow bytes.
-func runSparkExport(cmd *cobra.Command, g *globalOptions, args []string) error {
-	if err := refuseFlags(cmd, "Spark", "bucket-range", "worker", "partition-by", "state", "batch-rows", "row-group-size", "compression"); err != nil {
-		return err
-	}
-	format, _ := cmd.Flags().GetString("format")
-	out, _ := cmd.Flags().GetString("out")
-	force, _ := cmd.Flags().GetBool("force")
-	if cmd.Flags().Changed("format") && format != "jsonl" || !cmd.Flags().Changed("format") && filepath.Ext(out) != ".jsonl" && filepath.Ext(out) != ".json" {
-		return usagef(fmt.Errorf("a Spark checkpoint exports to JSON Lines (--format jsonl, or an --out ending in .jsonl); Parquet and Arrow with typed columns per store are not written yet"))
-	}
-	c, err := spark.Open(args[0])
-	if err != nil {
-		return err
-	}
-	if err := flinkOutputAllowed(c.Dir, out, force); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".rebucket-export-*")
-	if err != nil {
-		return fmt.Errorf("create the output beside %s: %w", out, err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	enc := json.NewEncoder(bw)
-	var rows uint64
-	err = c.ForEachRow(cmd.Context(), func(r spark.Row) error {
-		rows++
-		return enc.Encode(map[string]any{
-			"operator": r.Operator.ID, "operator_name": r.Operator.Name, "store": r.Store.Name, "partition": r.Partition,
-			"key": decodedJSON(r.Store.KeySchema, r.Key), "value": decodedJSON(r.Store.ValueSchema, r.Value),
-			"key_base64": r.Key, "value_base64": r.Value,
-		})
-	})
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if err == nil {
-		err = tmp.Close()
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o640)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), out)
-	}
-	if err != nil {
-		return err
-	}
-	done = true
-	if g.JSON {
-		return writeJSON(cmd.OutOrStdout(), map[string]any{"engine": engineSpark, "checkpoint": args[0], "out": out, "format": "jsonl", "rows": rows})
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "exported %s rows of Spark checkpoint %s to %s (jsonl)\n", units.Count(rows), args[0], out)
-	return nil
 }
 
 // runSparkGenerate writes an HDFS-backed checkpoint of a string-keyed count

@@ -95,7 +95,6 @@ func TestSparkLocateExportRefusals(t *testing.T) {
 	}{
 		{[]string{"rewrite", src, "--buckets", "8", "--out", filepath.Join(src, "x")}, exitRefused, ""},
 		{[]string{"rewrite", src, "--buckets", "8", "--out", filepath.Join(dir, "a"), "--mapping", "range"}, exitUsage, "--mapping does not apply"},
-		{[]string{"export", src, "--out", filepath.Join(dir, "x.parquet")}, exitUsage, "JSON Lines"},
 		{[]string{"inspect", dir, "--engine", "spark"}, exitUsage, "not a Spark checkpoint"},
 		{[]string{"rewrite", "../../examples/sample", "--buckets", "16", "--out", filepath.Join(dir, "b"), "--skip-uncommitted"}, exitUsage, "--skip-uncommitted applies to Spark"},
 	} {

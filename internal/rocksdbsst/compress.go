@@ -27,7 +27,7 @@ const (
 // maxBlockSize bounds a decompressed block. RocksDB blocks are < 4 GiB, real
 // ones a few KiB to a few MiB; the bound keeps a damaged size prefix from
 // allocating gigabytes.
-const maxBlockSize = 1 << 30
+var maxBlockSize uint32 = 1 << 30 // a variable so the fuzz test can lower it
 
 func compressionName(t byte) string {
 	switch t {
@@ -52,7 +52,7 @@ func compressionName(t byte) string {
 }
 
 var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
-	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlockSize))
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
 })
 
 // decompress returns the contents of a block stored with compression type t.
@@ -67,7 +67,7 @@ func decompress(t byte, src, dst []byte) ([]byte, error) {
 			return nil, corruptf("snappy block: %v", err)
 		}
 		// Snappy cannot expand more than ~64x (a 3-byte copy of 64 bytes).
-		if n > maxBlockSize || n > 64*len(src)+64 {
+		if uint64(n) > uint64(maxBlockSize) || n > 64*len(src)+64 {
 			return nil, corruptf("snappy block claims %d bytes from %d", n, len(src))
 		}
 		out, err := snappy.Decode(grow(dst, n), src)
@@ -105,6 +105,15 @@ func decompress(t byte, src, dst []byte) ([]byte, error) {
 		}
 		return out, nil
 	case compZSTD:
+		// The frame's own content size, when present, must agree: the
+		// decoder allocates by it.
+		var zh zstd.Header
+		if err := zh.Decode(src); err != nil {
+			return nil, corruptf("zstd block header: %v", err)
+		}
+		if zh.HasFCS && zh.FrameContentSize != uint64(size) {
+			return nil, corruptf("zstd frame says %d bytes, prefix says %d", zh.FrameContentSize, size)
+		}
 		d, err := zstdDecoder()
 		if err != nil {
 			return nil, err

@@ -6,15 +6,17 @@ import "fmt"
 // order: user key ascending, then sequence number descending. It reads one
 // data block at a time and checks each block's checksum.
 type Iter struct {
-	t      *Table
-	next   int // index of the next data block
-	bi     blockIter
-	raw    []byte
-	out    []byte
-	key    InternalKey
-	err    error
-	inBlk  bool
-	nEntry uint64
+	t     *Table
+	next  int // index of the next data block
+	bi    blockIter
+	raw   []byte
+	out   []byte
+	key   InternalKey
+	err   error
+	inBlk bool
+	// compSeen has bit t set once a data block of compression type t was
+	// read (tests check that a compression was really exercised).
+	compSeen uint64
 }
 
 // NewIter returns an iterator positioned before the first entry.
@@ -44,7 +46,6 @@ func (it *Iter) Next() bool {
 					return false
 				}
 				it.key = k
-				it.nEntry++
 				return true
 			}
 			it.inBlk = false
@@ -54,7 +55,10 @@ func (it *Iter) Next() bool {
 		}
 		h := it.t.dataBlocks[it.next]
 		it.next++
-		b, err := it.t.readBlock(h, &it.raw, &it.out)
+		b, comp, err := it.t.readBlockType(h, &it.raw, &it.out)
+		if err == nil && comp < 64 {
+			it.compSeen |= 1 << comp
+		}
 		if err != nil {
 			it.err = fmt.Errorf("data block %d: %w", it.next-1, err)
 			return false

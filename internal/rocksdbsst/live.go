@@ -191,16 +191,58 @@ func fragment(ts []RangeTombstone) fragments {
 	slices.SortFunc(f.bounds, bytes.Compare)
 	f.bounds = slices.CompactFunc(f.bounds, bytes.Equal)
 	f.seq = make([]uint64, len(f.bounds))
+	// Sweep the bounds once with the tombstones sorted by start and a
+	// max-heap of the open ones by sequence number; ended ones leave the
+	// heap when they reach its top. O((T + F) log T), a damaged file with
+	// many tombstones stays fast.
+	idx := func(k []byte) int { i, _ := slices.BinarySearchFunc(f.bounds, k, bytes.Compare); return i }
+	type span struct {
+		start int
+		seqOpen
+	}
+	spans := make([]span, 0, len(ts))
 	for _, t := range ts {
-		if bytes.Compare(t.Start, t.End) >= 0 {
-			continue // empty range
+		s, e := idx(t.Start), idx(t.End)
+		if s < e {
+			spans = append(spans, span{s, seqOpen{t.Seq, e}})
 		}
-		i, _ := slices.BinarySearchFunc(f.bounds, t.Start, bytes.Compare)
-		for ; i < len(f.bounds) && bytes.Compare(f.bounds[i], t.End) < 0; i++ {
-			f.seq[i] = max(f.seq[i], t.Seq)
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	h := &seqHeap{}
+	next := 0
+	for i := range f.bounds {
+		for next < len(spans) && spans[next].start == i {
+			heap.Push(h, spans[next].seqOpen)
+			next++
+		}
+		for h.Len() > 0 && h.items[0].end <= i {
+			heap.Pop(h)
+		}
+		if h.Len() > 0 {
+			f.seq[i] = h.items[0].seq
 		}
 	}
 	return f
+}
+
+// seqOpen is a tombstone open during the sweep: its sequence number and the
+// index of its end bound.
+type seqOpen struct {
+	seq uint64
+	end int
+}
+
+// seqHeap is a max-heap of open tombstones by sequence number.
+type seqHeap struct{ items []seqOpen }
+
+func (h *seqHeap) Len() int           { return len(h.items) }
+func (h *seqHeap) Less(i, j int) bool { return h.items[i].seq > h.items[j].seq }
+func (h *seqHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *seqHeap) Push(x any)         { h.items = append(h.items, x.(seqOpen)) }
+func (h *seqHeap) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
 }
 
 // cover returns the highest sequence number of a tombstone covering key, 0

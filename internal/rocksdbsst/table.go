@@ -22,10 +22,14 @@ const BytewiseComparator = "leveldb.BytewiseComparator"
 // Index types (BlockBasedTableOptions::IndexType), property
 // rocksdb.block.based.table.index.type.
 const (
-	IndexBinarySearch          = 0
-	IndexHashSearch            = 1
-	IndexTwoLevel              = 2
-	IndexBinarySearchFirstKey  = 3
+	IndexBinarySearch         = 0
+	IndexHashSearch           = 1
+	IndexTwoLevel             = 2 // partitioned index
+	IndexBinarySearchFirstKey = 3
+)
+
+// Names of meta blocks and properties this package reads.
+const (
 	indexTypeProperty          = "rocksdb.block.based.table.index.type"
 	propertiesBlockName        = "rocksdb.properties"
 	rangeDelBlockName          = "rocksdb.range_del"
@@ -79,23 +83,33 @@ type Table struct {
 	meta   map[string]blockHandle
 	// dataBlocks are the handles of the data blocks in key order.
 	dataBlocks []blockHandle
+	noVerify   bool
 }
 
 // Open reads the footer, metaindex, properties and index of the table of the
 // given size in r, checking their checksums. Data blocks are read by NewIter.
 func Open(r io.ReaderAt, size int64) (*Table, error) {
+	return open(r, size, true)
+}
+
+// open is Open; verify false skips block checksums, so the fuzz test reaches
+// the decoders behind them.
+func open(r io.ReaderAt, size int64, verify bool) (*Table, error) {
 	if size < footerLen {
 		return nil, corruptf("file of %d bytes is too short to be a RocksDB table (at least %d)", size, footerLen)
 	}
 	var fb [footerLen]byte
 	if _, err := r.ReadAt(fb[:], size-footerLen); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, corruptf("footer: file shorter than %d bytes", size)
+		}
 		return nil, fmt.Errorf("rocksdbsst: read footer: %w", err)
 	}
 	f, err := decodeFooter(fb[:], size)
 	if err != nil {
 		return nil, err
 	}
-	t := &Table{r: r, size: size, footer: f, meta: map[string]blockHandle{}}
+	t := &Table{r: r, size: size, footer: f, meta: map[string]blockHandle{}, noVerify: !verify}
 	mb, err := t.readBlock(f.metaindex, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("metaindex block: %w", err)
@@ -259,8 +273,14 @@ func (t *Table) checkHandle(h blockHandle) error {
 // returns its uncompressed contents. raw and out are reusable buffers (nil
 // allocates); the result aliases one of them.
 func (t *Table) readBlock(h blockHandle, raw, out *[]byte) ([]byte, error) {
+	b, _, err := t.readBlockType(h, raw, out)
+	return b, err
+}
+
+// readBlockType is readBlock that also returns the block's compression type.
+func (t *Table) readBlockType(h blockHandle, raw, out *[]byte) ([]byte, byte, error) {
 	if err := t.checkHandle(h); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var rb []byte
 	if raw == nil {
@@ -271,20 +291,20 @@ func (t *Table) readBlock(h blockHandle, raw, out *[]byte) ([]byte, error) {
 	buf := *raw
 	if _, err := t.r.ReadAt(buf, int64(h.offset)); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, corruptf("block at offset %d: %v", h.offset, err)
+			return nil, 0, corruptf("block at offset %d: %v", h.offset, err)
 		}
-		return nil, fmt.Errorf("rocksdbsst: read block at offset %d: %w", h.offset, err)
+		return nil, 0, fmt.Errorf("rocksdbsst: read block at offset %d: %w", h.offset, err)
 	}
-	if ct := t.footer.checksum; ct != ChecksumNone {
+	if ct := t.footer.checksum; ct != ChecksumNone && !t.noVerify {
 		stored := binary.LittleEndian.Uint32(buf[h.size+1:])
 		got := builtinChecksum(ct, buf[:h.size+1]) + contextModifier(t.footer.baseContext, h.offset)
 		if got != stored {
-			return nil, corruptf("block at offset %d (size %d): %s checksum mismatch (stored %#08x, computed %#08x)", h.offset, h.size, ct, stored, got)
+			return nil, 0, corruptf("block at offset %d (size %d): %s checksum mismatch (stored %#08x, computed %#08x)", h.offset, h.size, ct, stored, got)
 		}
 	}
 	comp := buf[h.size]
 	if comp == compNone {
-		return buf[:h.size], nil
+		return buf[:h.size], comp, nil
 	}
 	var ob []byte
 	if out == nil {
@@ -292,10 +312,10 @@ func (t *Table) readBlock(h blockHandle, raw, out *[]byte) ([]byte, error) {
 	}
 	d, err := decompress(comp, buf[:h.size], *out)
 	if err != nil {
-		return nil, fmt.Errorf("block at offset %d: %w", h.offset, err)
+		return nil, 0, fmt.Errorf("block at offset %d: %w", h.offset, err)
 	}
 	*out = d
-	return d, nil
+	return d, comp, nil
 }
 
 // Properties returns the table's properties.
