@@ -2,6 +2,7 @@ package spark
 
 import (
 	"archive/zip"
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rebucket/rebucket/internal/rocksdbsst"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -205,6 +207,15 @@ func TestRocksNegative(t *testing.T) {
 		{"damaged SST data block", "rocksdb", func(t *testing.T, ck string) {
 			editFile(t, firstSST(t, filepath.Join(ck, "state/0/1")), func(s string) string { b := []byte(s); b[20] ^= 0x40; return string(b) })
 		}, snapshotfmt.ErrCorrupt, ".zip"},
+		{"damaged SST filter block", "rocksdb", func(t *testing.T, ck string) {
+			// the bloom filter sits after the data blocks: flip a byte in
+			// the middle of the file's second half, before the footer
+			editFile(t, firstSST(t, filepath.Join(ck, "state/0/1")), func(s string) string {
+				b := []byte(s)
+				b[filterOffset(t, b)] ^= 0x10
+				return string(b)
+			})
+		}, snapshotfmt.ErrCorrupt, "filter"},
 		{"truncated SST", "rocksdb", func(t *testing.T, ck string) {
 			editFile(t, firstSST(t, filepath.Join(ck, "state/0/0")), func(s string) string { return s[:len(s)-9] })
 		}, snapshotfmt.ErrCorrupt, "bytes, the snapshot says"},
@@ -257,6 +268,30 @@ func TestRocksNegative(t *testing.T) {
 	}
 }
 
+// filterOffset finds a byte inside the bloom filter block of a Spark SST:
+// its bits, which the full-filter block starts with after the data blocks,
+// are found by scanning for the first offset whose flip fails only
+// VerifyMetaBlocks.
+func filterOffset(t *testing.T, b []byte) int {
+	t.Helper()
+	for off := len(b) / 2; off < len(b)-60; off++ {
+		d := bytes.Clone(b)
+		d[off] ^= 0x10
+		tab, err := rocksdbsst.Open(bytes.NewReader(d), int64(len(d)))
+		if err != nil {
+			continue
+		}
+		it := tab.NewIter()
+		for it.Next() {
+		}
+		if it.Err() == nil && tab.VerifyMetaBlocks() != nil && strings.Contains(tab.VerifyMetaBlocks().Error(), "filter") {
+			return off
+		}
+	}
+	t.Fatal("no filter block byte found")
+	return 0
+}
+
 func writeChangelog(t *testing.T, path string, records []byte) {
 	t.Helper()
 	w, err := newSnapWriter(path + ".new")
@@ -271,5 +306,21 @@ func writeChangelog(t *testing.T, path string, records []byte) {
 	}
 	if err := os.Rename(path+".new", path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A session window's keys are split in two rows by RocksDB's prefix-scan
+// encoder: refused by name rather than misread.
+func TestRocksSessionWindowRefused(t *testing.T) {
+	ck := copyInterop(t, "agg_string_rocksdb_changelog")
+	editFile(t, filepath.Join(ck, "state/0/_metadata/metadata"), func(s string) string {
+		return strings.Replace(s, `"numColsPrefixKey":0`, `"numColsPrefixKey":1`, 1)
+	})
+	_, err := Verify(context.Background(), ck, ScanOptions{})
+	if !errors.Is(err, snapshotfmt.ErrUnsupported) || !strings.Contains(err.Error(), "session window") {
+		t.Fatalf("verify: %v", err)
+	}
+	if err := rewriteErr(t, ck); !errors.Is(err, snapshotfmt.ErrUnsupported) {
+		t.Fatalf("rewrite: %v", err)
 	}
 }
