@@ -324,3 +324,42 @@ func TestRocksSessionWindowRefused(t *testing.T) {
 		t.Fatalf("rewrite: %v", err)
 	}
 }
+
+// A batch that wrote its changelogs but never committed: refused, or with
+// SkipUncommitted its files are dropped from the copy and the state is the
+// committed one (the source keeps everything).
+func TestRocksSkipUncommitted(t *testing.T) {
+	src := copyInterop(t, "agg_string_rocksdb_changelog")
+	os.Remove(filepath.Join(src, "commits", "2"))
+	os.Remove(filepath.Join(src, "commits", ".2.crc"))
+	before := treeDigest(t, src)
+	dst := filepath.Join(t.TempDir(), "out")
+	res, err := Rewrite(context.Background(), src, dst, RewriteOptions{Partitions: 4, SkipUncommitted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if treeDigest(t, src) != before {
+		t.Fatal("source changed")
+	}
+	if res.LastCommitted != 1 || res.NewBatch != 3 || res.StateVersion != 4 {
+		t.Fatalf("%+v", res)
+	}
+	c, _ := Open(src)
+	want, err := c.scanAt(context.Background(), ScanOptions{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := Open(dst)
+	got, err := nc.Scan(context.Background(), ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := compareReports(c, nc, want, got); !d.Equal {
+		t.Fatalf("%v", d.Differences)
+	}
+	// version 3 of an old partition is now an empty changelog
+	n, err := ReadStateFile(filepath.Join(dst, "state/0/0/3.changelog"), func(k, v []byte, del bool) error { return nil })
+	if err != nil || n != 0 {
+		t.Fatalf("3.changelog: %d records, %v", n, err)
+	}
+}

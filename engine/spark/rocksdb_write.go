@@ -146,10 +146,12 @@ func writeEmptyRocksZip(path string, s *Store) (int64, error) {
 // prepareRocksPartition makes the copy's partition dir q ready for
 // version `version`: a new partition's dir is emptied (a directory left
 // at q >= N by an earlier, wider layout holds no state of this one: Spark
-// ignores it) and given an empty snapshot at version-1; an old one must
-// hold nothing above the committed version and gets empty changelogs
-// committed+1..version-1 (skipped uncommitted batches).
-func prepareRocksPartition(s *Store, dir, srcDir string, q, n int, committed, version int64) (int64, error) {
+// ignores it) and given an empty snapshot at version-1; an old one gets
+// empty changelogs committed+1..version-1 (skipped uncommitted batches).
+// Files above the committed version were written by a batch that never
+// committed: with skip (--skip-uncommitted) they are dropped from the copy,
+// as that batch's changes are not part of the state; without, refused.
+func prepareRocksPartition(s *Store, dir, srcDir string, q, n int, committed, version int64, skip bool) (int64, error) {
 	if q >= n {
 		if err := os.RemoveAll(dir); err != nil {
 			return 0, err
@@ -163,8 +165,18 @@ func prepareRocksPartition(s *Store, dir, srcDir string, q, n int, committed, ve
 	if rp != nil {
 		for ext, vs := range map[string]map[int64]bool{".zip": rp.Zips, ".changelog": rp.Changelogs} {
 			for x := range vs {
-				if x > committed {
+				if x <= committed {
+					continue
+				}
+				if !skip {
 					return 0, fmt.Errorf("%w: %s holds %d%s, above the committed state version %d (left by an abandoned batch?); rerun the query once so it commits", snapshotfmt.ErrRefused, srcDir, x, ext, committed)
+				}
+				name := filepath.Join(dir, strconv.FormatInt(x, 10)+ext)
+				if err := os.Remove(name); err != nil {
+					return 0, err
+				}
+				if err := os.Remove(crcPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return 0, err
 				}
 			}
 		}
@@ -201,7 +213,7 @@ func rewriteRocksStore(ctx context.Context, c *Checkpoint, op *Operator, s *Stor
 	}()
 	for q := range m {
 		dir := s.Dir(newOpDir, q)
-		n, err := prepareRocksPartition(s, dir, s.Dir(op.Dir, q), q, c.Partitions, committed, version)
+		n, err := prepareRocksPartition(s, dir, s.Dir(op.Dir, q), q, c.Partitions, committed, version, opts.SkipUncommitted)
 		if err != nil {
 			return nil, 0, err
 		}
