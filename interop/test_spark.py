@@ -9,8 +9,11 @@ CKPT --buckets M --out NEW` for M = 8 and 3; then
   - the query restarted from NEW with more input reports M state store
     instances, and its output (after the initial run's) equals that of a
     reference query that saw all the input without rebucketing.
-Negatives (an uncommitted last batch, the RocksDB provider, a missing
-partition dir, a damaged .delta): rebucket exits non-zero with the code of
+The same queries run again with the RocksDB provider (issue 13), changelog
+checkpointing off and on; the restart to 8 keeps the setting the checkpoint
+was made with and the restart to 3 flips it.
+Negatives (an uncommitted last batch, a missing partition dir, a damaged
+.delta, a missing or damaged RocksDB SST, a missing changelog): rebucket exits non-zero with the code of
 EXPECTED_EXIT, writes nothing and leaves the source as it was.
 
 REBUCKET_SKIP_SPARK=1 skips the module. Missing Java or pyspark is a failure,
@@ -39,7 +42,8 @@ TARGETS = [8, 3]
 # rebucket's exit codes (README): 2 damaged or unsupported input, 3 refused by
 # a safety check. An uncommitted last batch is not damage: the rewrite is
 # refused until the query reruns once (or --skip-uncommitted).
-EXPECTED_EXIT = {"uncommitted": 3, "rocksdb": 2, "missing_partition": 2, "damaged_delta": 2}
+EXPECTED_EXIT = {"uncommitted": 3, "missing_partition": 2, "damaged_delta": 2,
+                 "rocksdb_missing_sst": 2, "rocksdb_damaged_sst": 2, "rocksdb_missing_changelog": 2}
 
 
 # --------------------------------------------------------------------------
@@ -97,6 +101,7 @@ class Made:
 
 
 _made = {}
+_references = {}
 
 
 @pytest.fixture(scope="module")
@@ -119,13 +124,18 @@ def made(spark, workdir, name):
     for src in (root / "more").iterdir():
         for f in sorted(src.iterdir()):
             shutil.copy2(f, root / "input" / src.name / f.name)
-    # reference: a fresh query over all the input at 2 partitions, no rebucketing
-    ref = workdir / (name + "-reference")
-    srcs = {s: ref / "input" / s for s in spec.make_input()}
-    mk.write_batches(srcs, spec.make_input(), 0, 99)
-    mk.run(spark, spec, ref / "checkpoint", srcs, ref / "output")
-    reference = mk.result(spec, mk.read_output(ref / "output"))
-    _made[name] = Made(root, spec, state, reference, instances)
+    # reference: a fresh query over all the input at 2 partitions, no
+    # rebucketing, on the HDFS-backed store (the provider does not change
+    # the result, so RocksDB variants share their query's reference)
+    base = name.split("@")[0]
+    if base not in _references:
+        bspec = mk.SPECS[base]
+        ref = workdir / (base + "-reference")
+        srcs = {s: ref / "input" / s for s in bspec.make_input()}
+        mk.write_batches(srcs, bspec.make_input(), 0, 99)
+        mk.run(spark, bspec, ref / "checkpoint", srcs, ref / "output")
+        _references[base] = mk.result(bspec, mk.read_output(ref / "output"))
+    _made[name] = Made(root, spec, state, _references[base], instances)
     return _made[name]
 
 
@@ -148,7 +158,7 @@ def tree_digest(d):
 
 
 @pytest.mark.parametrize("m", TARGETS)
-@pytest.mark.parametrize("name", mk.POSITIVE)
+@pytest.mark.parametrize("name", mk.POSITIVE + mk.ROCKS_POSITIVE + mk.ROCKS_TWS)
 def test_rewrite_restart(spark, rebucket_spark, workdir, name, m):
     b = made(spark, workdir, name)
     before = tree_digest(b.ckpt)
@@ -168,7 +178,10 @@ def test_rewrite_restart(spark, rebucket_spark, workdir, name, m):
     # restart from NEW with more input; the checkpoint's M wins over the
     # session's shuffle.partitions (run() leaves the session at 2)
     out = workdir / f"{name}-to{m}-output"
-    _, progress = mk.run(spark, b.spec, new, b.srcs, out)
+    # RocksDB: the restart to 3 flips changelog checkpointing, so both
+    # settings load what rebucket wrote from either kind of checkpoint
+    changelog = b.spec.changelog if m == TARGETS[0] else not b.spec.changelog
+    _, progress = mk.run(spark, b.spec, new, b.srcs, out, changelog=changelog)
     data = [pp for pp in progress if pp.get("numInputRows", 0) > 0]
     assert data, f"the restart read no input: {progress}"
     last = data[-1]
@@ -197,7 +210,25 @@ def diff(got, want):
 
 
 def negative_checkpoint(spark, workdir, case):
-    if case in ("uncommitted", "rocksdb"):
+    if case.startswith("rocksdb_"):
+        changelog = case == "rocksdb_missing_changelog"
+        base = made(spark, workdir, "agg_string@rocksdb" + ("-changelog" if changelog else "")).ckpt
+        ck = workdir / f"{case}-checkpoint"
+        if not ck.exists():
+            shutil.copytree(base, ck)
+            part = ck / "state" / "0" / "0"
+            if case == "rocksdb_missing_changelog":
+                (part / "2.changelog").unlink()
+            else:
+                sst = sorted((part / "SSTs").glob("*.sst"))[0]
+                if case == "rocksdb_missing_sst":
+                    sst.unlink()
+                else:
+                    raw = bytearray(sst.read_bytes())
+                    raw[20] ^= 0x40  # inside the first data block: its XXH3 checksum fails
+                    sst.write_bytes(bytes(raw))
+        return ck
+    if case == "uncommitted":
         root = workdir / case
         if not root.exists():
             mk.make(spark, case, root, publish_readme=False)

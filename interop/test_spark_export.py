@@ -25,7 +25,9 @@ duckdb = pytest.importorskip("duckdb")
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CKPTS = REPO / "engine" / "spark" / "testdata" / "interop"
-NAMES = sorted(p.parent.name for p in CKPTS.glob("*/expected_state.jsonl"))
+# transformWithState checkpoints (tws*) export their column families as the
+# stored bytes, not typed columns: see the README.
+NAMES = sorted(p.parent.name for p in CKPTS.glob("*/expected_state.jsonl") if not p.parent.name.startswith("tws"))
 
 # Spark's JSON type names and the Arrow types rebucket exports them as.
 SIMPLE = {
@@ -77,8 +79,6 @@ def export(rebucket, tmp_path, name, *args):
     tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / name
     p = rebucket("--json", "export", CKPTS / name / "checkpoint", "--out", out, *args, check=False)
-    if p.returncode == 2 and "RocksDB" in p.stderr:
-        pytest.skip("the RocksDB state store provider is not read yet: " + p.stderr.strip())
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
     manifest = json.loads((out / "_rebucket_export.json").read_text())

@@ -157,10 +157,15 @@ type Store struct {
 	Name             string `json:"storeName"`
 	NumColsPrefixKey int    `json:"numColsPrefixKey"`
 	NumPartitions    int    `json:"numPartitions"` // as recorded; Spark never updates it
-	KeySchema        *unsaferow.Type
-	ValueSchema      *unsaferow.Type
-	KeySchemaJSON    string
-	ValueSchemaJSON  string
+	// SchemaFilePaths are the state schema files of v2 operator metadata
+	// (absolute URIs where the checkpoint was written).
+	SchemaFilePaths []string `json:"stateSchemaFilePaths"`
+	// TWS is the column family layout of a transformWithState store.
+	TWS             *TWS `json:"-"`
+	KeySchema       *unsaferow.Type
+	ValueSchema     *unsaferow.Type
+	KeySchemaJSON   string
+	ValueSchemaJSON string
 	// KeyCols are the key columns Spark partitions this store's rows by
 	// (set for operators rebucket supports).
 	KeyCols []int
@@ -200,6 +205,8 @@ type Operator struct {
 	// MetadataVersion is 1 (_metadata/metadata) or 2 (_metadata/v2/<batch>),
 	// 0 when there is none (Spark before 3.5).
 	MetadataVersion int
+	// MetadataPath is the operator metadata file read.
+	MetadataPath string
 	// Inferred says the operator had no metadata: Name is the kind its
 	// layout shows (an aggregation stands for every whole-key operator).
 	Inferred bool
@@ -223,6 +230,7 @@ type Checkpoint struct {
 	Provider   string
 	Codec      string
 	Operators  []*Operator
+	layout     stateLayout
 	offsets    []int64
 	commits    []int64
 }
@@ -316,12 +324,15 @@ func Open(dir string) (*Checkpoint, error) {
 	if c.Provider == "" {
 		c.Provider = HDFSProvider
 	}
-	if c.Provider != HDFSProvider {
-		name := c.Provider
-		if c.Provider == RocksDBProvider {
-			name = "the RocksDB state store provider (" + c.Provider + ")"
+	switch c.Provider {
+	case HDFSProvider:
+		c.layout = hdfsLayout{}
+	case RocksDBProvider:
+		if c.layout, err = newRocksLayout(o); err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("%w: checkpoint uses %s; rebucket rewrites the HDFS-backed state store only, for now", snapshotfmt.ErrUnsupported, name)
+	default:
+		return nil, fmt.Errorf("%w: checkpoint uses the state store provider %s; rebucket reads the HDFS-backed (Spark's default) and RocksDB providers", snapshotfmt.ErrUnsupported, c.Provider)
 	}
 	c.Codec = o.Conf(ConfCodec)
 	if c.Codec == "" {
@@ -401,7 +412,8 @@ func (c *Checkpoint) readOperator(id int, dir string) (*Operator, error) {
 		if err2 != nil || pick < 0 {
 			return c.inferOperator(op)
 		}
-		if raw, err = os.ReadFile(filepath.Join(dir, "_metadata", "v2", strconv.FormatInt(pick, 10))); err != nil {
+		op.MetadataPath = filepath.Join(dir, "_metadata", "v2", strconv.FormatInt(pick, 10))
+		if raw, err = os.ReadFile(op.MetadataPath); err != nil {
 			return nil, err
 		}
 		op.MetadataVersion = 2
@@ -422,7 +434,15 @@ func (c *Checkpoint) readOperator(id int, dir string) (*Operator, error) {
 		return nil, fmt.Errorf("%w: operator metadata lists no state store", snapshotfmt.ErrCorrupt)
 	}
 	if op.MetadataVersion == 2 {
-		op.Unsupported = fmt.Sprintf("operator %q with v2 operator metadata (transformWithState)", op.Name)
+		if !twsOperators[op.Name] {
+			op.Unsupported = fmt.Sprintf("operator %q with v2 operator metadata", op.Name)
+			return op, nil
+		}
+		for _, s := range op.Stores {
+			if err := c.readTWS(op, s); err != nil {
+				return nil, fmt.Errorf("store %q: %w", s.Name, err)
+			}
+		}
 		return op, nil
 	}
 	for _, s := range op.Stores {

@@ -57,11 +57,11 @@ func TestNegative(t *testing.T) {
 				return strings.Replace(s, "stateStoreSave", "transformWithStateExec", 1)
 			})
 		}, snapshotfmt.ErrUnsupported, "transformWithStateExec"},
-		{"rocksdb", func(t *testing.T, d string) {
+		{"unknown provider", func(t *testing.T, d string) {
 			editFile(t, filepath.Join(d, "offsets", "2"), func(s string) string {
-				return strings.Replace(s, "HDFSBackedStateStoreProvider", "RocksDBStateStoreProvider", 1)
+				return strings.Replace(s, "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider", "com.example.OwnStateStoreProvider", 1)
 			})
-		}, snapshotfmt.ErrUnsupported, "RocksDB"},
+		}, snapshotfmt.ErrUnsupported, "com.example.OwnStateStoreProvider"},
 		{"avro", func(t *testing.T, d string) {
 			editFile(t, filepath.Join(d, "offsets", "2"), func(s string) string {
 				return strings.Replace(s, `encodingFormat":"unsaferow"`, `encodingFormat":"avro"`, 1)

@@ -121,8 +121,10 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 			return nil, fmt.Errorf("%w: state/%d: rebucket cannot rewrite %s yet (it rewrites streaming aggregations, dropDuplicates, session windows, flatMapGroupsWithState and stream-stream joins)", snapshotfmt.ErrUnsupported, op.ID, op.Unsupported)
 		}
 		for _, s := range op.Stores {
-			if err := sparkhash.Supported(s.KeySchema); err != nil {
-				return nil, fmt.Errorf("state/%d store %s: %w", op.ID, s.Name, err)
+			if s.TWS == nil { // a TWS grouping key is checked when its schema is read
+				if err := sparkhash.Supported(s.KeySchema); err != nil {
+					return nil, fmt.Errorf("state/%d store %s: %w", op.ID, s.Name, err)
+				}
 			}
 			for p := 0; p < c.Partitions; p++ {
 				if _, err := os.Stat(s.Dir(op.Dir, p)); err != nil {
@@ -180,7 +182,11 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	for _, op := range c.Operators {
 		ro := RewriteOperator{ID: op.ID, Name: op.Name}
 		for _, s := range op.Stores {
-			fp, n, err := rewriteStore(ctx, c, op, s, tmp, m, res.StateVersion, gate, opts)
+			write := rewriteStore
+			if c.Provider == RocksDBProvider {
+				write = rewriteRocksStore
+			}
+			fp, n, err := write(ctx, c, op, s, tmp, m, res.StateVersion, gate, opts)
 			if err != nil {
 				opts.Progress.Finish()
 				return nil, fmt.Errorf("state/%d store %s: %w", op.ID, s.Name, err)
@@ -194,6 +200,16 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 		res.Operators = append(res.Operators, ro)
 	}
 	opts.Progress.Finish()
+	// transformWithState: the operator metadata of batch B says M and
+	// names the copy's own schema files, as Spark's tool writes it.
+	for _, op := range c.Operators {
+		if op.MetadataVersion != 2 {
+			continue
+		}
+		if err := writeV2Metadata(c, op, tmp, absDst, m, res.NewBatch); err != nil {
+			return nil, fmt.Errorf("state/%d: %w", op.ID, err)
+		}
+	}
 	// offsets/B, then commits/B (and commits for skipped batches), as
 	// Spark's tool orders them.
 	if err := writeFileCRC(filepath.Join(tmp, "offsets", strconv.FormatInt(res.NewBatch, 10)), newOffsets); err != nil {
@@ -277,6 +293,7 @@ type snapWriter struct {
 	crc  *crcWriter
 	bw   *bufio.Writer
 	z    *lz4java.Writer
+	end  []byte // the end record (nil: EndRecord)
 }
 
 func newSnapWriter(path string) (*snapWriter, error) {
@@ -304,7 +321,11 @@ func (w *snapWriter) write(b []byte) error {
 }
 
 func (w *snapWriter) finish() (int64, error) {
-	if _, err := w.z.Write(EndRecord); err != nil {
+	end := w.end
+	if end == nil {
+		end = EndRecord
+	}
+	if _, err := w.z.Write(end); err != nil {
 		return 0, err
 	}
 	if err := w.z.Close(); err != nil {
@@ -353,7 +374,7 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			held, err := gate.acquire(gctx, loadEstimate(s.Dir(op.Dir, p), c.StateVersion()))
+			held, err := gate.acquire(gctx, c.layout.loadEstimate(s.Dir(op.Dir, p), c.StateVersion()))
 			if err != nil {
 				return err
 			}

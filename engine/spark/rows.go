@@ -33,7 +33,7 @@ func (c *Checkpoint) ForEachRow(ctx context.Context, fn func(Row) error) error {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				_, _, err := ForEachRow(s.Dir(op.Dir, p), c.StateVersion(), func(k, v []byte) error {
+				_, _, err := c.layout.forEachRow(s, s.Dir(op.Dir, p), c.StateVersion(), func(k, v []byte) error {
 					return fn(Row{Operator: op, Store: s, Partition: p, Key: k, Value: v})
 				})
 				if err != nil {

@@ -212,7 +212,17 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 			} else {
 				sr.ValueSchema = s.ValueSchemaJSON
 			}
-			if s.KeySchema != nil {
+			if s.TWS != nil {
+				sr.KeySchema = "column families keyed by " + s.TWS.Grouping.String()
+				var names []string
+				for _, cf := range s.TWS.Families {
+					names = append(names, cf.Name)
+				}
+				sr.ValueSchema = "column families " + strings.Join(names, ", ")
+				for _, f := range s.TWS.Grouping.Fields {
+					sr.PartitionBy = append(sr.PartitionBy, f.Name)
+				}
+			} else if s.KeySchema != nil {
 				sr.KeySchema = s.KeySchema.String()
 				sr.PartitionBy = nil
 				for _, i := range s.KeyCols {
@@ -232,19 +242,20 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 						return err
 					}
 					dir := s.Dir(op.Dir, p)
-					held, err := gate.acquire(gctx, loadEstimate(dir, version))
+					held, err := gate.acquire(gctx, c.layout.loadEstimate(dir, version))
 					if err != nil {
 						return err
 					}
 					defer gate.release(held)
 					var local Fingerprint
 					bad := 0
-					files, size, err := ForEachRow(dir, version, func(k, v []byte) error {
+					files, size, err := c.layout.forEachRow(s, dir, version, func(k, v []byte) error {
 						local.add(k, v)
-						if !opts.CheckKeys || s.KeyCols == nil {
+						if !opts.CheckKeys || !s.hashable() {
 							return nil
 						}
-						q, err := sparkhash.Partition(s.KeySchema, k, s.KeyCols, c.Partitions)
+						h, err := s.partitionHash(k)
+						q := sparkhash.Pmod(h, c.Partitions)
 						if err != nil {
 							fnd.add(Finding{op.ID, s.Name, p, fmt.Sprintf("key %x: %v", k, err)})
 						} else if q != p {
@@ -307,11 +318,11 @@ func (c *Checkpoint) scanAt(ctx context.Context, opts ScanOptions, version int64
 // would be lost.
 func (c *Checkpoint) checkExtraDirs(op *Operator, s *Store, version int64, fnd *findings) {
 	for p := c.Partitions; ; p++ {
-		pf, err := ListPartition(s.Dir(op.Dir, p))
-		if err != nil {
+		dir := s.Dir(op.Dir, p)
+		if _, err := os.Stat(dir); err != nil {
 			return
 		}
-		if pf.Snapshots[version] || pf.Deltas[version] {
+		if c.layout.hasVersion(dir, version) {
 			fnd.add(Finding{op.ID, s.Name, p, fmt.Sprintf("partition directory beyond the recorded %d partitions holds state version %d, which Spark ignores", c.Partitions, version)})
 		}
 	}
@@ -323,18 +334,11 @@ func (c *Checkpoint) stateBytes(v int64) int64 {
 	for _, op := range c.Operators {
 		for _, s := range op.Stores {
 			for p := 0; p < c.Partitions; p++ {
-				pf, err := ListPartition(s.Dir(op.Dir, p))
+				files, err := c.layout.files(s.Dir(op.Dir, p), v)
 				if err != nil {
 					continue
 				}
-				snap, deltas, err := pf.Plan(v)
-				if err != nil {
-					continue
-				}
-				if snap != "" {
-					deltas = append(deltas, snap)
-				}
-				for _, f := range deltas {
+				for _, f := range files {
 					if st, err := os.Stat(f); err == nil {
 						total += st.Size()
 					}

@@ -4,16 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/rebucket/rebucket/engine/spark/sparkhash"
 	"github.com/rebucket/rebucket/internal/unsaferow"
-	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
 // sharedCheckpoints holds the checkpoints interop/spark/make_checkpoints.py made
@@ -30,6 +29,9 @@ func TestSharedExpectedState(t *testing.T) {
 	}
 	for _, exp := range dirs {
 		base := filepath.Dir(exp)
+		if strings.HasPrefix(filepath.Base(base), "tws") {
+			continue // column families: TestTWSExpectedState
+		}
 		t.Run(filepath.Base(base), func(t *testing.T) {
 			want := map[string]int{}
 			f, err := os.Open(exp)
@@ -54,9 +56,6 @@ func TestSharedExpectedState(t *testing.T) {
 				want[rowID(r.OpID, r.Store, r.Partition, r.Hash, r.Key)]++
 			}
 			c, err := Open(filepath.Join(base, "checkpoint"))
-			if errors.Is(err, snapshotfmt.ErrUnsupported) {
-				t.Skip(err) // e.g. the RocksDB provider, refused by design
-			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -122,7 +122,7 @@ func ReadStateFile(path string, fn func(key, value []byte, deleted bool) error) 
 		return 0, err
 	}
 	defer f.Close()
-	n, err := ReadRecords(lz4java.NewReader(bufio.NewReaderSize(f, 256<<10)), strings.HasSuffix(path, ".delta"), fn)
+	n, err := ReadRecords(lz4java.NewReader(bufio.NewReaderSize(f, 256<<10)), strings.HasSuffix(path, ".delta") || strings.HasSuffix(path, ".changelog"), fn)
 	if err != nil {
 		return n, fmt.Errorf("%s: %w", path, err)
 	}

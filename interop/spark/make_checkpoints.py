@@ -175,11 +175,67 @@ def build_query(spark, name, srcs):
         )
     if base == "two_op":
         return read("s", "k string, v int").dropDuplicates(["k", "v"]).groupBy("k").count()
+    if base == "tws":
+        return (
+            read("s", "k string, x int")
+            .groupBy("k")
+            .transformWithStateInPandas(
+                statefulProcessor=_tws_processor(),
+                outputStructType="k string, n long, s long, distinct long",
+                outputMode="Update",
+                timeMode="ProcessingTime",
+            )
+        )
     raise KeyError(name)
 
 
+def _tws_processor():
+    """A transformWithStateInPandas processor with every kind of state
+    (issue 13): a value state with a TTL, a list state, a map state, and a
+    processing-time timer. The TTL (a year) and the timer (a year ahead)
+    never fire while the tests run, so the output is deterministic, but
+    their column families hold rows."""
+    from pyspark.sql.streaming import StatefulProcessor
+
+    year_ms = 365 * 24 * 3600 * 1000
+
+    class Proc(StatefulProcessor):
+        def init(self, handle):
+            self.handle = handle
+            self.count = handle.getValueState("count", "n long, s long", year_ms)
+            self.recent = handle.getListState("recent", "x int")
+            self.seen = handle.getMapState("seen", "x int", "c long")
+
+        def handleInputRows(self, key, rows, timerValues):
+            import pandas as pd
+
+            n, s = self.count.get() if self.count.exists() else (0, 0)
+            xs = []
+            for pdf in rows:
+                xs += [int(x) for x in pdf["x"]]
+            n += len(xs)
+            s += sum(xs)
+            self.count.update((n, s))
+            self.recent.appendList([(x,) for x in xs[-3:]])
+            for x in xs:
+                c = self.seen.getValue((x,))[0] if self.seen.containsKey((x,)) else 0
+                self.seen.updateValue((x,), (c + 1,))
+            if not list(self.handle.listTimers()):
+                self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + year_ms)
+            distinct = len(list(self.seen.keys()))
+            yield pd.DataFrame({"k": [key[0]], "n": [n], "s": [s], "distinct": [distinct]})
+
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+            return iter([])
+
+        def close(self):
+            pass
+
+    return Proc()
+
+
 class Spec:
-    def __init__(self, name, make_input, mode, compare, key, ops, provider=HDFS, note=""):
+    def __init__(self, name, make_input, mode, compare, key, ops, provider=HDFS, note="", changelog=False):
         self.name = name
         self.make_input = make_input
         self.mode = mode  # output mode
@@ -192,6 +248,12 @@ class Spec:
         self.ops = ops
         self.provider = provider
         self.note = note
+        # RocksDB changelog checkpointing (recorded nowhere in the checkpoint)
+        self.changelog = changelog
+        # Trigger.Once, one batch per run: a ProcessingTime transformWithState
+        # never ends an availableNow run (it always asks for another batch,
+        # SPARK-50180), so its batches are run one at a time.
+        self.once = name.split("@")[0] == "tws"
 
 
 JOIN_STORES = [
@@ -229,6 +291,24 @@ SPECS = {
     ]
 }
 POSITIVE = ["agg_string", "agg_string_int", "agg_long", "dedup", "join", "pandas", "two_op"]
+SPECS["tws"] = Spec("tws", input_pandas, "update", "fold", ["k"],
+                    [(0, "transformWithStateInPandasExec", [(None, ["k"])])], provider=ROCKSDB,
+                    note="transformWithStateInPandas (RocksDB only): value state with TTL, list, map, timer")
+SPECS["tws@rocksdb-changelog"] = Spec("tws@rocksdb-changelog", input_pandas, "update", "fold", ["k"],
+                                      SPECS["tws"].ops, provider=ROCKSDB, changelog=True,
+                                      note="tws with changelog checkpointing on")
+ROCKS_TWS = ["tws", "tws@rocksdb-changelog"]
+# The same queries with the RocksDB provider (issue 13), changelog
+# checkpointing off (every batch a <v>.zip of SST files) and on
+# (<v>.changelog files, a zip now and then).
+ROCKS_POSITIVE = []
+for _n in POSITIVE:
+    for _suffix, _cl in (("@rocksdb", False), ("@rocksdb-changelog", True)):
+        _b = SPECS[_n]
+        SPECS[_n + _suffix] = Spec(_n + _suffix, _b.make_input, _b.mode, _b.compare, _b.key, _b.ops,
+                                   provider=ROCKSDB, changelog=_cl,
+                                   note=f"{_n} with the RocksDB provider, changelog checkpointing {'on' if _cl else 'off'}")
+        ROCKS_POSITIVE.append(_n + _suffix)
 N_INITIAL = 3  # batches of the initial run (0..2); the rest is restart input
 
 
@@ -281,9 +361,13 @@ def _jsonable(v):
     return v
 
 
-def run(spark, spec, ckpt, srcs, outdir, partitions=N_PARTITIONS):
+CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+
+
+def run(spark, spec, ckpt, srcs, outdir, partitions=N_PARTITIONS, changelog=None):
     """Run the query until its available input is consumed; returns
-    (seconds, list of progress dicts). Output rows go to outdir/<batch>.jsonl."""
+    (seconds, list of progress dicts). Output rows go to outdir/<batch>.jsonl.
+    changelog overrides the spec's RocksDB changelog checkpointing."""
     outdir = pathlib.Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
 
@@ -295,6 +379,7 @@ def run(spark, spec, ckpt, srcs, outdir, partitions=N_PARTITIONS):
 
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", spec.provider)
+    spark.conf.set(CHANGELOG_CONF, str(spec.changelog if changelog is None else changelog).lower())
     try:
         t0 = time.monotonic()
         q = (
@@ -302,7 +387,7 @@ def run(spark, spec, ckpt, srcs, outdir, partitions=N_PARTITIONS):
             .writeStream.outputMode(spec.mode)
             .foreachBatch(sink)
             .option("checkpointLocation", str(ckpt))
-            .trigger(availableNow=True)
+            .trigger(**({"once": True} if spec.once else {"availableNow": True}))
             .start()
         )
         q.awaitTermination()
@@ -313,6 +398,7 @@ def run(spark, spec, ckpt, srcs, outdir, partitions=N_PARTITIONS):
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", str(N_PARTITIONS))
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS)
+        spark.conf.set(CHANGELOG_CONF, "false")
 
 
 def read_output(outdir):
@@ -345,6 +431,8 @@ def state_rows(spark, ckpt, spec, batch_id=None):
     from pyspark.sql import functions as F
 
     rows = []
+    if spec.name.split("@")[0] == "tws":
+        return _tws_state_rows(spark, ckpt, spec, batch_id)
     for op_id, op_name, stores in spec.ops:
         for store, pcols in stores:
             r = spark.read.format("statestore").option("operatorId", op_id)
@@ -369,6 +457,40 @@ def state_rows(spark, ckpt, spec, batch_id=None):
     return rows
 
 
+TWS_VARIABLES = ["count", "recent", "seen", "$timers"]
+
+
+def _tws_state_rows(spark, ckpt, spec, batch_id=None):
+    """The rows of every state variable of the tws query (and its timers),
+    through the statestore reader's stateVarName / readRegisteredTimers."""
+    from pyspark.sql import functions as F
+
+    (op_id, op_name, [(_, pcols)]), = spec.ops
+    rows = []
+    for var in TWS_VARIABLES:
+        r = spark.read.format("statestore").option("operatorId", op_id)
+        r = r.option("readRegisteredTimers", "true") if var == "$timers" else r.option("stateVarName", var)
+        if batch_id is not None:
+            r = r.option("batchId", batch_id)
+        df = r.load(str(ckpt))
+        rest = [c for c in df.columns if c not in ("key", "partition_id")]
+        if var == "$timers":
+            rest = []  # the expiry is the restart's processing time plus a year
+        df = df.select(
+            F.to_json("key").alias("key"),
+            F.to_json(F.struct(*rest)).alias("value"),
+            "partition_id",
+            F.hash(*[F.col("key." + c) for c in pcols]).alias("hash"),
+        )
+        for x in df.collect():
+            rows.append({
+                "operatorId": op_id, "operator": op_name, "store": var,
+                "partition_id": x.partition_id, "hash": x.hash,
+                "key": json.loads(x.key), "value": json.loads(x.value),
+            })
+    return rows
+
+
 def make(spark, name, root, publish_readme=True):
     """Make checkpoint `name` under root (wiped first). Returns info dict."""
     spec = SPECS[name]
@@ -379,9 +501,16 @@ def make(spark, name, root, publish_readme=True):
     data = spec.make_input()
     srcs = {s: root / "input" / s for s in data}
     more = {s: root / "more" / s for s in data}
-    write_batches(srcs, data, 0, N_INITIAL)
     write_batches(more, data, N_INITIAL, 99)
-    secs, progress = run(spark, spec, root / "checkpoint", srcs, root / "output")
+    if spec.once:
+        secs, progress = 0.0, []
+        for b in range(N_INITIAL):
+            write_batches(srcs, data, b, b + 1)
+            s, p = run(spark, spec, root / "checkpoint", srcs, root / "output")
+            secs, progress = secs + s, progress + p
+    else:
+        write_batches(srcs, data, 0, N_INITIAL)
+        secs, progress = run(spark, spec, root / "checkpoint", srcs, root / "output")
     info = {"name": name, "seconds": round(secs, 2), "batches": len(progress)}
     if name == "uncommitted":
         commits = sorted(int(p.name) for p in (root / "checkpoint" / "commits").iterdir() if p.name.isdigit())
@@ -417,6 +546,9 @@ QUERY_TEXT = {
     "two_op": 'readStream.schema("k string, v int").json(input/s).dropDuplicates(["k", "v"]).groupBy("k").count()  '
               '[update; operator 0 stateStoreSave keyed (k), operator 1 dedupe keyed (k, v)]',
 }
+QUERY_TEXT["tws"] = ('readStream.schema("k string, x int").json(input/s).groupBy("k").transformWithStateInPandas('
+                     'value state count (n, s) with a TTL, list state recent, map state seen x -> c, a timer '
+                     'a year ahead; output "k string, n long, s long, distinct long", ProcessingTime)  [update]')
 QUERY_TEXT["uncommitted"] = QUERY_TEXT["agg_string"]
 QUERY_TEXT["rocksdb"] = QUERY_TEXT["agg_string"]
 
@@ -430,7 +562,7 @@ def write_readme(root, spec, data, info):
         f"pyspark {pyspark.__version__}, local[2], spark.sql.shuffle.partitions={N_PARTITIONS}, "
         f"provider {spec.provider.rsplit('.', 1)[1]}, trigger availableNow, maxFilesPerTrigger=1, sink foreachBatch",
         "",
-        "query:  " + QUERY_TEXT[spec.name],
+        "query:  " + QUERY_TEXT[spec.name.split("@")[0]],
         f"input:  JSON lines; batches 0..{N_INITIAL - 1} read from input/<src>/part-000b.json (rows per batch: "
         + ", ".join(f"{s}={n[:N_INITIAL]}" for s, n in nrows.items()) + ")",
         f"        more/<src>/ holds the restart input (batches {N_INITIAL}..): "
