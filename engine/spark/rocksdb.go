@@ -476,7 +476,7 @@ func readChangelog(path string, fn func(op changeOp, key, value []byte) error) e
 		// writeUTF("vN"): a versioned changelog.
 		hdr, err := br.Peek(2 + int(head[1]))
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, noEOF(err))
+			return fmt.Errorf("%s: %w", path, truncated(err))
 		}
 		ver := string(hdr[2:])
 		if ver != "v2" {
@@ -499,11 +499,19 @@ func readChangelog(path string, fn func(op changeOp, key, value []byte) error) e
 	return nil
 }
 
+// truncated reports a changelog that ends early as damage.
+func truncated(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: changelog ends before its end record", snapshotfmt.ErrCorrupt)
+	}
+	return err
+}
+
 func readChangelogV2(br *bufio.Reader, fn func(op changeOp, key, value []byte) error) error {
 	var lenBuf [4]byte
 	readLen := func(what string) (int, error) {
 		if _, err := io.ReadFull(br, lenBuf[:]); err != nil {
-			return 0, noEOF(err)
+			return 0, truncated(err)
 		}
 		n := int32(binary.BigEndian.Uint32(lenBuf[:]))
 		if n < -1 || n > maxRecord {
@@ -515,7 +523,7 @@ func readChangelogV2(br *bufio.Reader, fn func(op changeOp, key, value []byte) e
 	for {
 		t, err := br.ReadByte()
 		if err != nil {
-			return noEOF(err)
+			return truncated(err)
 		}
 		if t == recEOF {
 			if _, err := br.ReadByte(); err != io.EOF {
@@ -538,7 +546,7 @@ func readChangelogV2(br *bufio.Reader, fn func(op changeOp, key, value []byte) e
 		}
 		key = slices.Grow(key[:0], kl)[:kl]
 		if _, err := io.ReadFull(br, key); err != nil {
-			return noEOF(err)
+			return truncated(err)
 		}
 		vl, err := readLen("value")
 		if err != nil {
@@ -558,7 +566,7 @@ func readChangelogV2(br *bufio.Reader, fn func(op changeOp, key, value []byte) e
 		}
 		val = slices.Grow(val[:0], vl)[:vl]
 		if _, err := io.ReadFull(br, val); err != nil {
-			return noEOF(err)
+			return truncated(err)
 		}
 		op := changePut
 		if t == recMerge {
