@@ -475,7 +475,9 @@ func (c *Checkpoint) inferOperator(op *Operator) (*Operator, error) {
 		return nil, fmt.Errorf("%w: no operator metadata and no partition 0 (%v)", snapshotfmt.ErrCorrupt, err)
 	}
 	for _, e := range ents {
-		if e.IsDir() && e.Name() != "_metadata" {
+		// SSTs/ and logs/ are the RocksDB provider's own directories.
+		rocksDir := c.Provider == RocksDBProvider && (e.Name() == "SSTs" || e.Name() == "logs")
+		if e.IsDir() && e.Name() != "_metadata" && !rocksDir {
 			op.Stores = append(op.Stores, &Store{Name: e.Name()})
 		}
 	}

@@ -363,3 +363,39 @@ func TestRocksSkipUncommitted(t *testing.T) {
 		t.Fatalf("3.changelog: %d records, %v", n, err)
 	}
 }
+
+// Checkpoints of the RocksDB provider written by pyspark 3.5.9 (no
+// operator metadata: the operator is inferred, and the provider's SSTs/
+// directory is not a store): the same rows as the HDFS-backed checkpoint
+// of the same query and input, before and after a rewrite. Spark 3.5
+// restarted these rewrites correctly (interop/spark/restart35.py).
+func TestRocksSpark35(t *testing.T) {
+	ctx := context.Background()
+	for name, twin := range map[string]string{
+		"agg_string_rocksdb": "agg_string", "agg_string_rocksdb_changelog": "agg_string", "two_op_rocksdb": "two_op",
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := filepath.Join(sharedCheckpoints, "spark35", name, "checkpoint")
+			rep, err := Verify(ctx, src, ScanOptions{})
+			if err != nil || rep.FindingsTotal != 0 || rep.Provider != RocksDBProvider {
+				t.Fatalf("verify: %+v %v", rep, err)
+			}
+			for _, or := range rep.Operators {
+				if !or.Inferred || len(or.Stores) != 1 || or.Stores[0].Name != "default" {
+					t.Fatalf("operator %+v", or)
+				}
+			}
+			hdfs := filepath.Join(sharedCheckpoints, "spark35", twin, "checkpoint")
+			if eq, err := Equal(ctx, src, hdfs, ScanOptions{}); err != nil || !eq.Equal {
+				t.Fatalf("against the HDFS twin: %+v %v", eq, err)
+			}
+			dst := filepath.Join(t.TempDir(), "out")
+			if _, err := Rewrite(ctx, src, dst, RewriteOptions{Partitions: 8}); err != nil {
+				t.Fatal(err)
+			}
+			if eq, err := Equal(ctx, dst, hdfs, ScanOptions{}); err != nil || !eq.Equal {
+				t.Fatalf("rewritten, against the HDFS twin: %+v %v", eq, err)
+			}
+		})
+	}
+}
