@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -401,6 +402,9 @@ func runSparkLocate(cmd *cobra.Command, g *globalOptions, args []string) error {
 		if !ok || r.Partition != rep.Stores[i].Partition {
 			return nil
 		}
+		if t := r.Store.TWS; t != nil {
+			return locateTWSRow(t, r, targets[r.Store], c.MergeDelimiter(), &rep.Stores[i])
+		}
 		k, err := unsaferow.Decode(r.Store.KeySchema, r.Key)
 		if err != nil {
 			return err
@@ -433,6 +437,30 @@ func runSparkLocate(cmd *cobra.Command, g *globalOptions, args []string) error {
 			fmt.Fprintf(w, "  %s\n", r)
 		}
 	}
+	return nil
+}
+
+// locateTWSRow adds a row of a transformWithState store whose grouping key
+// is target: its column family, grouping key and value rows (a list's
+// elements).
+func locateTWSRow(t *spark.TWS, r spark.Row, target []byte, delim int, out *sparkLocStore) error {
+	cf, g, null, err := t.GroupingKey(r.Key)
+	if err != nil {
+		return err
+	}
+	if null || !bytes.Equal(g.Bytes(), target) {
+		return nil
+	}
+	vals, err := t.Values(cf, r.Value, delim)
+	if err != nil {
+		return fmt.Errorf("column family %s: %w", cf.Name, err)
+	}
+	dec := make([]any, 0, len(vals))
+	for _, v := range vals {
+		dec = append(dec, decodedJSON(cf.ValueSchema, v))
+	}
+	b, _ := json.Marshal(map[string]any{"family": cf.Name, "key": decodedJSON(t.Grouping, g.Bytes()), "values": dec})
+	out.Rows = append(out.Rows, b)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,4 +109,79 @@ func TestSparkLocateExportRefusals(t *testing.T) {
 func jsonNum(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// locate on a transformWithState checkpoint: the grouping key's partition
+// and its rows in every column family, checked against Spark's statestore
+// reader (expected_state.jsonl): the value state, the list's elements in
+// order, one map row per user key, the timer.
+func TestSparkLocateTWS(t *testing.T) {
+	base := "../../engine/spark/testdata/interop/tws"
+	raw, err := os.ReadFile(filepath.Join(base, "expected_state.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		partition       int
+		count           map[string]any
+		list            []any
+		mapRows, timers int
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var r struct {
+			Key       map[string]any `json:"key"`
+			Store     string         `json:"store"`
+			Partition int            `json:"partition_id"`
+			Value     map[string]any `json:"value"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Key["k"] != "k3" {
+			continue
+		}
+		want.partition = r.Partition
+		switch r.Store {
+		case "count":
+			want.count = r.Value["value"].(map[string]any)
+		case "recent":
+			want.list = append(want.list, r.Value["list_element"])
+		case "seen":
+			want.mapRows++
+		case "$timers":
+			want.timers++
+		}
+	}
+	out, code := runRoot(t, "--json", "locate", filepath.Join(base, "checkpoint"), "k=k3")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	var loc sparkLocateReport
+	if err := json.Unmarshal([]byte(out), &loc); err != nil {
+		t.Fatal(err, out)
+	}
+	if len(loc.Stores) != 1 || loc.Stores[0].Partition != want.partition {
+		t.Fatalf("%+v, want partition %d", loc, want.partition)
+	}
+	got := map[string][][]any{}
+	for _, b := range loc.Stores[0].Rows {
+		var r struct {
+			Family string         `json:"family"`
+			Key    map[string]any `json:"key"`
+			Values []any          `json:"values"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil || r.Key["k"] != "k3" {
+			t.Fatalf("row %s: %v", b, err)
+		}
+		got[r.Family] = append(got[r.Family], r.Values)
+	}
+	if len(got["count"]) != 1 || fmt.Sprint(got["count"][0][0]) != fmt.Sprint(want.count) {
+		t.Errorf("count: %v, Spark %v", got["count"], want.count)
+	}
+	if len(got["recent"]) != 1 || fmt.Sprint(got["recent"][0]) != fmt.Sprint(want.list) {
+		t.Errorf("list: %v, Spark %v", got["recent"], want.list)
+	}
+	if len(got["seen"]) != want.mapRows || len(got["$procTimers_keyToTimestamp"]) != want.timers || want.timers == 0 {
+		t.Errorf("map rows %d (Spark %d), timers %d (Spark %d)", len(got["seen"]), want.mapRows, len(got["$procTimers_keyToTimestamp"]), want.timers)
+	}
 }

@@ -392,6 +392,9 @@ type opMetaJSON struct {
 		OperatorName string `json:"operatorName"`
 	} `json:"operatorInfo"`
 	StateStoreInfo []*Store `json:"stateStoreInfo"`
+	// OperatorProperties (v2): a JSON string, for transformWithState its
+	// state variables and their kinds.
+	OperatorProperties string `json:"operatorPropertiesJson"`
 }
 
 func (c *Checkpoint) readOperator(id int, dir string) (*Operator, error) {
@@ -438,8 +441,23 @@ func (c *Checkpoint) readOperator(id int, dir string) (*Operator, error) {
 			op.Unsupported = fmt.Sprintf("operator %q with v2 operator metadata", op.Name)
 			return op, nil
 		}
+		var props struct {
+			StateVariables []struct {
+				Name string `json:"stateName"`
+				Type string `json:"stateVariableType"`
+			} `json:"stateVariables"`
+		}
+		if meta.OperatorProperties != "" {
+			if err := json.Unmarshal([]byte(meta.OperatorProperties), &props); err != nil {
+				return nil, fmt.Errorf("%w: operator metadata operatorPropertiesJson: %v", snapshotfmt.ErrCorrupt, err)
+			}
+		}
+		lists := map[string]bool{}
+		for _, v := range props.StateVariables {
+			lists[v.Name] = v.Type == "ListState"
+		}
 		for _, s := range op.Stores {
-			if err := c.readTWS(op, s); err != nil {
+			if err := c.readTWS(op, s, lists); err != nil {
 				return nil, fmt.Errorf("store %q: %w", s.Name, err)
 			}
 		}

@@ -248,6 +248,15 @@ func sstErr(path string, err error) error {
 	return fmt.Errorf("%s: %w", path, err)
 }
 
+// MergeDelimiter is the length of the delimiter between the elements of a
+// RocksDB list value (0 for the HDFS-backed store, which has no lists).
+func (c *Checkpoint) MergeDelimiter() int {
+	if l, ok := c.layout.(rocksLayout); ok {
+		return len(l.delim)
+	}
+	return 0
+}
+
 // ConfMergeOperatorVersion is Spark's RocksDB merge operator version.
 const ConfMergeOperatorVersion = "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion"
 

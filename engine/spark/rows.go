@@ -60,14 +60,31 @@ func PartitionOf(s *Store, key []byte, n int) (int, error) {
 // booleans true/false, dates YYYY-MM-DD, timestamps RFC 3339 (UTC if no
 // zone), binary as hex, "null" for null.
 func EncodeKey(s *Store, vals map[string]string) ([]byte, *unsaferow.Type, error) {
+	if s.TWS != nil {
+		// the grouping key, which every column family holds
+		return encodeCols(s.Name, s.TWS.Grouping, seqCols(len(s.TWS.Grouping.Fields)), vals)
+	}
 	if s.KeyCols == nil {
 		return nil, nil, fmt.Errorf("%w: no partition key known for store %s", snapshotfmt.ErrUnsupported, s.Name)
 	}
+	return encodeCols(s.Name, s.KeySchema, s.KeyCols, vals)
+}
+
+func seqCols(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// encodeCols encodes the columns cols of key schema t from textual values.
+func encodeCols(store string, t *unsaferow.Type, cols []int, vals map[string]string) ([]byte, *unsaferow.Type, error) {
 	sub := &unsaferow.Type{Kind: unsaferow.Struct}
 	var row []any
 	used := 0
-	for _, i := range s.KeyCols {
-		f := s.KeySchema.Fields[i]
+	for _, i := range cols {
+		f := t.Fields[i]
 		text, ok := vals[f.Name]
 		if !ok {
 			return nil, nil, fmt.Errorf("%w: give a value for key column %q (%s)", snapshotfmt.ErrInvalidArgument, f.Name, f.Type)
@@ -81,18 +98,14 @@ func EncodeKey(s *Store, vals map[string]string) ([]byte, *unsaferow.Type, error
 		row = append(row, v)
 	}
 	if used != len(vals) {
-		return nil, nil, fmt.Errorf("%w: the partition key of store %s has columns %v", snapshotfmt.ErrInvalidArgument, s.Name, keyColNames(s))
+		var names []string
+		for _, i := range cols {
+			names = append(names, t.Fields[i].Name)
+		}
+		return nil, nil, fmt.Errorf("%w: the partition key of store %s has columns %v", snapshotfmt.ErrInvalidArgument, store, names)
 	}
 	b, err := unsaferow.Encode(sub, row)
 	return b, sub, err
-}
-
-func keyColNames(s *Store) []string {
-	var out []string
-	for _, i := range s.KeyCols {
-		out = append(out, s.KeySchema.Fields[i].Name)
-	}
-	return out
 }
 
 func parseValue(t *unsaferow.Type, s string) (any, error) {

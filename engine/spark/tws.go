@@ -52,11 +52,14 @@ const (
 
 // ColumnFamily is one virtual column family of a transformWithState store.
 type ColumnFamily struct {
-	Name             string
-	ID               uint16
-	KeySchema        *unsaferow.Type
-	ValueSchema      *unsaferow.Type
-	Encoder          string
+	Name        string
+	ID          uint16
+	KeySchema   *unsaferow.Type
+	ValueSchema *unsaferow.Type
+	Encoder     string
+	// List says the family is a list state (the operator metadata's
+	// stateVariableType): its values are elements appended by merges.
+	List             bool
 	NumColsPrefixKey int
 	OrderingOrdinals []int
 	// Where the grouping key is: in which part of the key (the whole row,
@@ -264,13 +267,26 @@ func (cf *ColumnFamily) locate(g *unsaferow.Type) error {
 // hash is Spark's Murmur3 of the grouping key in a stored key (family id
 // first).
 func (t *TWS) hash(key []byte) (int32, error) {
+	_, g, null, err := t.GroupingKey(key)
+	if err != nil || null {
+		return sparkhash.Seed, err
+	}
+	return sparkhash.HashRow(t.Grouping, g, nil, sparkhash.Seed)
+}
+
+// GroupingKey returns the family of a stored key and its grouping key, an
+// UnsafeRow of t.Grouping (null: the key holds a null grouping struct).
+func (t *TWS) GroupingKey(key []byte) (cf *ColumnFamily, g unsaferow.Row, null bool, err error) {
 	if len(key) < 3 {
-		return 0, fmt.Errorf("%w: transformWithState key of %d bytes", snapshotfmt.ErrCorrupt, len(key))
+		return nil, g, false, fmt.Errorf("%w: transformWithState key of %d bytes", snapshotfmt.ErrCorrupt, len(key))
 	}
 	id := binary.LittleEndian.Uint16(key)
-	cf := t.byID[id]
+	cf = t.byID[id]
 	if cf == nil {
-		return 0, fmt.Errorf("%w: key of column family id %d, which the checkpoint's snapshot metadata does not name", snapshotfmt.ErrCorrupt, id)
+		return nil, g, false, fmt.Errorf("%w: key of column family id %d, which the checkpoint's snapshot metadata does not name", snapshotfmt.ErrCorrupt, id)
+	}
+	fail := func(err error) (*ColumnFamily, unsaferow.Row, bool, error) {
+		return cf, unsaferow.Row{}, false, fmt.Errorf("column family %q: %w", cf.Name, err)
 	}
 	b := key[2:]
 	var part []byte
@@ -279,11 +295,11 @@ func (t *TWS) hash(key []byte) (int32, error) {
 		part = b
 	default:
 		if len(b) < 4 {
-			return 0, fmt.Errorf("%w: column family %q: key of %d bytes", snapshotfmt.ErrCorrupt, cf.Name, len(key))
+			return fail(fmt.Errorf("%w: key of %d bytes", snapshotfmt.ErrCorrupt, len(key)))
 		}
 		l := int64(int32(binary.LittleEndian.Uint32(b)))
 		if l < 0 || 4+l > int64(len(b)) {
-			return 0, fmt.Errorf("%w: column family %q: key part of %d bytes in a key of %d", snapshotfmt.ErrCorrupt, cf.Name, l, len(key))
+			return fail(fmt.Errorf("%w: key part of %d bytes in a key of %d", snapshotfmt.ErrCorrupt, l, len(key)))
 		}
 		if cf.part == partPrefix {
 			part = b[4 : 4+l]
@@ -293,34 +309,65 @@ func (t *TWS) hash(key []byte) (int32, error) {
 	}
 	row, err := stripVersion(part, "key")
 	if err != nil {
-		return 0, fmt.Errorf("column family %q: %w", cf.Name, err)
+		return fail(err)
 	}
 	r, err := unsaferow.NewRow(row, len(cf.partSchema.Fields))
 	if err != nil {
-		return 0, fmt.Errorf("column family %q: %w", cf.Name, err)
-	}
-	if len(cf.path) == 0 {
-		return sparkhash.HashRow(t.Grouping, r, nil, sparkhash.Seed)
+		return fail(err)
 	}
 	st := cf.partSchema
-	for _, i := range cf.path[:len(cf.path)-1] {
+	for _, i := range cf.path {
 		ft := st.Fields[i].Type
 		if r.IsNull(i) {
-			return sparkhash.Seed, nil
+			return cf, unsaferow.Row{}, true, nil
 		}
 		if r, err = r.Struct(i, len(ft.Fields)); err != nil {
-			return 0, fmt.Errorf("column family %q: %w", cf.Name, err)
+			return fail(err)
 		}
 		st = ft
 	}
-	return sparkhash.HashField(t.Grouping, r, cf.path[len(cf.path)-1], sparkhash.Seed)
+	return cf, r, false, nil
+}
+
+// Values decodes a stored value of family cf into its rows: one for a
+// value or map family, every element of a list (int32 LE length, then the
+// version byte and the UnsafeRow; Spark's merge delimiter, delim bytes,
+// between them).
+func (t *TWS) Values(cf *ColumnFamily, value []byte, delim int) ([][]byte, error) {
+	if !cf.List {
+		row, err := stripVersion(value, "value")
+		if err != nil {
+			return nil, err
+		}
+		return [][]byte{row}, nil
+	}
+	var out [][]byte
+	for len(value) > 0 {
+		if len(value) < 4 {
+			return nil, fmt.Errorf("%w: list element of %d bytes", snapshotfmt.ErrCorrupt, len(value))
+		}
+		n := int64(int32(binary.LittleEndian.Uint32(value)))
+		if n < 1 || 4+n > int64(len(value)) {
+			return nil, fmt.Errorf("%w: list element length %d of %d bytes", snapshotfmt.ErrCorrupt, n, len(value))
+		}
+		row, err := stripVersion(value[4:4+n], "list element")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, row)
+		value = value[4+n:]
+		if len(value) > 0 {
+			value = value[min(delim, len(value)):]
+		}
+	}
+	return out, nil
 }
 
 // readTWS reads the column families of a transformWithState operator's
 // store from the schema file its v2 metadata names. The metadata holds an
 // absolute URI (of wherever the checkpoint was written); rebucket reads
 // the file at the same place under this checkpoint's state/<op>/.
-func (c *Checkpoint) readTWS(op *Operator, s *Store) error {
+func (c *Checkpoint) readTWS(op *Operator, s *Store, lists map[string]bool) error {
 	if c.Provider != RocksDBProvider {
 		return fmt.Errorf("%w: transformWithState store with the %s provider", snapshotfmt.ErrUnsupported, c.Provider)
 	}
@@ -356,6 +403,7 @@ func (c *Checkpoint) readTWS(op *Operator, s *Store) error {
 		if err := cf.locate(g); err != nil {
 			return err
 		}
+		cf.List = lists[cf.Name]
 	}
 	s.TWS = &TWS{Grouping: g, Families: cfs}
 	s.KeySchemaJSON = g.JSON()
