@@ -414,16 +414,67 @@ func (l rocksLayout) forEachRow(s *Store, dir string, v int64, fn func(key, valu
 		}
 		return files, size, nil
 	}
-	rows := newTable()
-	if err := live(func(k, v []byte) error { rows.put(k, v); return nil }); err != nil {
-		return 0, 0, sstErr(zipPath, err)
-	}
+	// The changelogs' effect on the snapshot, in memory (an empty value
+	// marks a delete: a stored value always has its version byte); the
+	// snapshot's rows are then streamed past it. A merge needs the value
+	// it appends to, so changelogs with merges load everything instead.
 	for _, f := range cls {
 		st, err := os.Stat(f)
 		if err != nil {
 			return 0, 0, err
 		}
 		size += st.Size()
+	}
+	files += len(cls)
+	over := newTable()
+	for _, f := range cls {
+		err := readChangelog(f, func(op changeOp, k, val []byte) error {
+			switch op {
+			case changeDelete:
+				over.put(k, nil)
+			case changeMerge:
+				return errMergeSeen
+			default:
+				over.put(k, val)
+			}
+			return nil
+		})
+		if errors.Is(err, errMergeSeen) {
+			return files, size, l.loadWhole(zipPath, live, cls, emit)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := live(func(k, v []byte) error {
+		if _, ok := over.get(k); ok {
+			return nil
+		}
+		return emit(k, v)
+	}); err != nil {
+		return 0, 0, sstErr(zipPath, err)
+	}
+	if err := over.each(func(k, v []byte) error {
+		if len(v) == 0 {
+			return nil
+		}
+		return emit(k, v)
+	}); err != nil {
+		return 0, 0, err
+	}
+	return files, size, nil
+}
+
+var errMergeSeen = errors.New("changelog merge")
+
+// loadWhole loads the snapshot and the changelogs into memory and applies
+// them in order (merges append to the current value), as Spark does.
+func (l rocksLayout) loadWhole(zipPath string, live func(func(k, v []byte) error) error, cls []string, emit func(k, v []byte) error) error {
+	rows := newTable()
+	if err := live(func(k, v []byte) error { rows.put(k, v); return nil }); err != nil {
+		return sstErr(zipPath, err)
+	}
+	for _, f := range cls {
 		if err := readChangelog(f, func(op changeOp, k, val []byte) error {
 			switch op {
 			case changeDelete:
@@ -439,14 +490,10 @@ func (l rocksLayout) forEachRow(s *Store, dir string, v int64, fn func(key, valu
 			}
 			return nil
 		}); err != nil {
-			return 0, 0, err
+			return err
 		}
-		files++
 	}
-	if err := rows.each(emit); err != nil {
-		return 0, 0, err
-	}
-	return files, size, nil
+	return rows.each(emit)
 }
 
 // changeOp is the kind of a changelog record.
