@@ -105,6 +105,10 @@ type RewritePlan struct {
 	SorterMemory int64 `json:"sorter_memory"`
 	PeakMemory   int64 `json:"peak_memory"`
 
+	// CutWidths are the widths whose workers' ranges the files are cut
+	// at (set by the rewrite; see DefaultCutWidths).
+	CutWidths []int `json:"cut_widths,omitempty"`
+
 	Warnings []string `json:"warnings"`
 }
 
@@ -134,21 +138,17 @@ func ForRewriteWith(m *snapshotfmt.Manifest, target snapshotfmt.Partitioning, r 
 	sameMapping := from.Mapping == target.Mapping
 	switch {
 	case sameMapping && mm%n == 0:
+		// One pass: the new buckets of an old bucket wait in the
+		// collector's budget (spilled past it) for the owner of their
+		// range, never in a writer each.
 		k := mm / n
-		p.Passes = (k + writerCap - 1) / writerCap
-		p.WritersPerTask = min(k, writerCap)
-		if p.Passes <= MaxSplitPasses {
-			p.Strategy = StrategySplit
-			if k == 1 {
-				p.Reason = "same bucket count and mapping: each bucket is copied as it is"
-			} else {
-				p.Reason = fmt.Sprintf("same mapping and %d is a multiple of %d: each old bucket feeds exactly %d new ones", mm, n, k)
-			}
-			if p.Passes > 1 {
-				p.Reason += fmt.Sprintf(", read in %d passes of at most %d writers", p.Passes, p.WritersPerTask)
-			}
+		p.Passes = 1
+		p.WritersPerTask = 1
+		p.Strategy = StrategySplit
+		if k == 1 {
+			p.Reason = "same bucket count and mapping: each bucket is copied as it is"
 		} else {
-			p.Reason = fmt.Sprintf("a split into %d buckets per old bucket would read each old bucket %d times with at most %d open writers; one shuffle pass is cheaper", k, p.Passes, writerCap)
+			p.Reason = fmt.Sprintf("same mapping and %d is a multiple of %d: each old bucket feeds exactly %d new ones", mm, n, k)
 		}
 	case sameMapping && from.Mapping == snapshotfmt.MappingRange && p.FanIn <= MaxFanIn:
 		p.Strategy = StrategyMerge
@@ -235,6 +235,26 @@ func ForRewriteWith(m *snapshotfmt.Manifest, target snapshotfmt.Partitioning, r 
 			p.ReadBytes += p.SpillBytes
 		}
 		held = int64(r.Parallelism)*WriterMemory + inMem
+	}
+	if need := int64(m.TotalBytes()) + 8*int64(m.TotalEntries()); p.Strategy == StrategySplit && from.Mapping == snapshotfmt.MappingMod && mm > n {
+		// Owners of mod split output hold whole rounds of N new buckets;
+		// when they hold several, the later rounds wait (spilled past the
+		// budget) for the first: see rewrite.ownersFor.
+		k := int64(mm / n)
+		maxOwners := max(int64(r.Parallelism), r.Memory/2/WriterMemory)
+		if per := (k + maxOwners - 1) / maxOwners; 2*need > r.Memory && per > 1 {
+			p.SpillBytes = need - need/per
+			p.TmpDiskBytes = p.SpillBytes
+			p.ReadBytes += p.SpillBytes
+		}
+	} else if p.Strategy == StrategyShuffle && p.Groups > 1 {
+		// The groups' buckets wait for the buckets between them; past half
+		// the sorter budget they wait on disk.
+		if wait := need - need/int64(p.Groups) - p.SorterMemory/2; wait > 0 {
+			p.SpillBytes += wait
+			p.TmpDiskBytes += wait
+			p.ReadBytes += wait
+		}
 	}
 	p.PeakMemory = held + FixedOverhead
 	if held > r.Memory {
