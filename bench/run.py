@@ -196,8 +196,27 @@ class Bench:
             cmd += ["--mapping", mapping]
         note = f"--memory {memory // MIB} MiB" if memory else ""
         self.warm(s.path)
-        return self.time(section, name, cmd, setup=lambda: rm(dst), after=lambda: rm(dst),
-                         entries=s.entries, nbytes=s.data_bytes, ref=ref, note=note)
+        seen = {}
+
+        def after():
+            # The output's file count, and what spilled (a --json dry
+            # run is not enough: spilling is measured, not planned).
+            with open(os.path.join(dst, "MANIFEST.json")) as f:
+                seen["files"] = len(json.load(f)["files"])
+            rm(dst)
+
+        r = self.time(section, name, cmd, setup=lambda: rm(dst), after=after,
+                      entries=s.entries, nbytes=s.data_bytes, ref=ref, note=note)
+        if memory:
+            # One more run with --json for the spilled bytes (not timed).
+            rm(dst)
+            p = subprocess.run(cmd + ["--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            if p.returncode == 0:
+                sp = json.loads(p.stdout).get("spilled_bytes", 0)
+                r.note += f", spilled {sp / MIB:.0f} MiB"
+            rm(dst)
+        r.note = (r.note + ", " if r.note else "") + f"{seen.get('files', '?')} files"
+        return r
 
     def main(self):
         a = self.a
@@ -233,12 +252,15 @@ class Bench:
         sec = "rewrite"
         snap_mem = max(S.data_bytes, S.logical_bytes)
         mem_in = (2 * snap_mem // MIB + 64) * MIB
-        mem_spill = max(16 * MIB, (S.data_bytes // 4 // MIB) * MIB)
+        # Below one gcd group (an eighth of the entries, 16 bytes of spill
+        # framing each) per owner, so the spilling row really spills.
+        mem_spill = max(16 * MIB, ((S.logical_bytes + 16 * S.entries) // 8 // 4 // MIB) * MIB)
         split = self.rewrite(sec, "split mod 128 -> 1024", S, 1024, dur_s)
         self.rewrite(sec, "split mod 128 -> 1024, verified (default)", S, 1024, dur_s, verify=True)
         merge = self.rewrite(sec, "merge range 128 -> 1000", R, 1000, dur_r)
         shuf = self.rewrite(sec, "shuffle in memory mod 128 -> 1000", S, 1000, dur_s, memory=mem_in)
         spill = self.rewrite(sec, "shuffle spilling mod 128 -> 1000", S, 1000, dur_s, memory=mem_spill)
+        self.rewrite(sec, "split mod 128 -> 32768", S, 32768, dur_s)
 
         # 3. The DuckDB peer on the same entries (the export is setup, not timed).
         pq = os.path.join(self.dir, "in.parquet")
@@ -258,7 +280,7 @@ class Bench:
         target = os.path.join(self.dir, "split-target")
         if not os.path.exists(os.path.join(target, "MANIFEST.json")):
             rm(target)
-            run(self.rebucket("rewrite", S.path, "--buckets", "1024", "--out", target, "--no-verify"), stdout=subprocess.DEVNULL)
+            run(self.rebucket("rewrite", S.path, "--buckets", "1024", "--out", target, "--no-verify", "--for-width", "40"), stdout=subprocess.DEVNULL)
         T = Snap(target)
         self.warm(S.path, T.path)
         cat_st = self.time(sec, "cat both snapshots > /dev/null", ["sh", "-c", f"cat {files_of_arg(S.path)} {files_of_arg(T.path)} > /dev/null"],
@@ -283,6 +305,10 @@ class Bench:
         self.time(sec, "load at width 40 (Pebble stores)", self.rebucket("load", S.path, "--width", "40", "--into", ld),
                   setup=lambda: rm(ld), after=lambda: rm(ld), entries=S.entries, nbytes=S.bytes, ref=cat_s,
                   note=f"vs durable copy: see targets")
+        self.warm(T.path)
+        self.time(sec, "load 1024-bucket split (--for-width 40) at width 40", self.rebucket("load", T.path, "--width", "40", "--into", ld),
+                  setup=lambda: rm(ld), after=lambda: rm(ld), entries=T.entries, nbytes=T.bytes, ref=cat_s,
+                  note="files cut for 40 workers: every file ingested whole")
         rm(target)
 
         # 5. Scaling.

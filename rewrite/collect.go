@@ -45,12 +45,46 @@ type owner struct {
 }
 
 // bucketRun holds one new bucket's entries, in order: spilled segments
-// first, then mem. Each entry is its key length and value length (4 bytes
-// each, big-endian), the key, the value.
+// first, then chunks in memory. Each entry is its key length and value
+// length (4 bytes each, big-endian), the key, the value; an entry never
+// straddles two chunks.
 type bucketRun struct {
 	bucket uint32
 	segs   []segment
-	mem    []byte
+	chunks [][]byte
+}
+
+// chunkSize is the size of the pooled chunks runs are held in: chunks,
+// not one growing slab, so holding a run never copies it again.
+const chunkSize = 256 << 10
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
+
+// getChunk returns an empty chunk with room for need bytes.
+func getChunk(need int) []byte {
+	if need > chunkSize {
+		return make([]byte, 0, need)
+	}
+	return (*chunkPool.Get().(*[]byte))[:0]
+}
+
+func putChunk(b []byte) {
+	if cap(b) == chunkSize {
+		b = b[:0]
+		chunkPool.Put(&b)
+	}
+}
+
+// release frees the run's chunks and spilled segments.
+func (r *bucketRun) release(c *collector) {
+	for _, ch := range r.chunks {
+		c.held.Add(-int64(cap(ch)))
+		putChunk(ch)
+	}
+	for _, s := range r.segs {
+		s.f.release()
+	}
+	r.chunks, r.segs = nil, nil
 }
 
 type segment struct {
@@ -151,8 +185,8 @@ func (c *collector) newOut(buckets []uint32) *out {
 	for i, j := range buckets {
 		t.runs[i] = &bucketRun{bucket: j}
 	}
-	// The first slot whose bucket its owner writes next takes the lease,
-	// and so never buffers.
+	// A slot whose bucket its owner writes next takes the owner's lease,
+	// and so never buffers (at most one slot per owner can).
 	for i, j := range buckets {
 		o := c.ownerOf(j)
 		o.mu.Lock()
@@ -161,9 +195,6 @@ func (c *collector) newOut(buckets []uint32) *out {
 			t.lease[i] = o
 		}
 		o.mu.Unlock()
-		if t.lease[i] != nil {
-			break
-		}
 	}
 	return t
 }
@@ -174,18 +205,63 @@ func (t *out) add(i int, key, val []byte) error {
 		return t.c.writerOf(o).Add(key, val)
 	}
 	r := t.runs[i]
+	need := 8 + len(key) + len(val)
+	last := len(r.chunks) - 1
+	if last < 0 || cap(r.chunks[last])-len(r.chunks[last]) < need {
+		// Before holding more, see whether the owner has reached this
+		// bucket meanwhile (the task before it finished): then write
+		// what is held and go on straight through.
+		if ok, err := t.tryLease(i); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			return t.c.writerOf(t.lease[i]).Add(key, val)
+		}
+		ch := getChunk(need)
+		r.chunks = append(r.chunks, ch)
+		last++
+		t.bytes += int64(cap(ch))
+		// Past the budget a task spills what it holds, in pieces of at
+		// least spillChunk so that spill writes stay large.
+		if t.c.held.Add(int64(cap(ch))) > t.c.budget && t.bytes >= spillChunk {
+			if err := t.spillAll(); err != nil {
+				return err
+			}
+			r.chunks = append(r.chunks, getChunk(need))
+			t.bytes += int64(cap(r.chunks[0]))
+			t.c.held.Add(int64(cap(r.chunks[0])))
+			last = 0
+		}
+	}
+	ch := r.chunks[last]
 	binary.BigEndian.PutUint32(t.hdr[:4], uint32(len(key)))
 	binary.BigEndian.PutUint32(t.hdr[4:], uint32(len(val)))
-	n := len(r.mem)
-	r.mem = append(append(append(r.mem, t.hdr[:]...), key...), val...)
-	grow := int64(len(r.mem) - n)
-	t.bytes += grow
-	// Past the budget a task spills what it holds, in pieces of at least
-	// spillChunk so that spill writes stay large.
-	if t.c.held.Add(grow) > t.c.budget && t.bytes >= spillChunk {
-		return t.spillAll()
-	}
+	r.chunks[last] = append(append(append(ch, t.hdr[:]...), key...), val...)
 	return nil
+}
+
+// tryLease takes the lease of slot i's owner if the owner is free and
+// writes this bucket next; what the slot holds is written first.
+func (t *out) tryLease(i int) (bool, error) {
+	r := t.runs[i]
+	o := t.c.ownerOf(r.bucket)
+	o.mu.Lock()
+	ok := !o.busy && o.next == r.bucket && o.err == nil
+	if ok {
+		o.busy = true
+	}
+	o.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	t.lease[i] = o
+	held := int64(0)
+	for _, ch := range r.chunks {
+		held += int64(cap(ch))
+	}
+	err := t.c.writeRun(o, r)
+	t.bytes -= held
+	return true, err
 }
 
 // spillChunk is the least a task holds before it spills (a variable for
@@ -206,7 +282,7 @@ func (t *out) spillAll() error {
 }
 
 func (t *out) spillRun(r *bucketRun) error {
-	if len(r.mem) == 0 {
+	if len(r.chunks) == 0 {
 		return nil
 	}
 	if t.sf == nil {
@@ -222,16 +298,20 @@ func (t *out) spillRun(r *bucketRun) error {
 		t.sf.refs.Store(1) // the task's own
 		t.c.spilledRuns.Add(1)
 	}
-	if _, err := t.sf.f.WriteAt(r.mem, t.sf.off); err != nil {
-		return fmt.Errorf("spill to %s: %w", t.sf.path, err)
+	start := t.sf.off
+	for _, ch := range r.chunks {
+		if _, err := t.sf.f.WriteAt(ch, t.sf.off); err != nil {
+			return fmt.Errorf("spill to %s: %w", t.sf.path, err)
+		}
+		t.sf.off += int64(len(ch))
+		t.c.held.Add(-int64(cap(ch)))
+		t.bytes -= int64(cap(ch))
+		putChunk(ch)
 	}
+	r.chunks = nil
 	t.sf.refs.Add(1)
-	r.segs = append(r.segs, segment{f: t.sf, off: t.sf.off, n: int64(len(r.mem))})
-	t.sf.off += int64(len(r.mem))
-	t.c.spilledBytes.Add(int64(len(r.mem)))
-	t.c.held.Add(-int64(len(r.mem)))
-	t.bytes -= int64(len(r.mem))
-	r.mem = nil // not reused: a fresh slab keeps the budget honest
+	r.segs = append(r.segs, segment{f: t.sf, off: start, n: t.sf.off - start})
+	t.c.spilledBytes.Add(t.sf.off - start)
 	return nil
 }
 
@@ -275,14 +355,7 @@ func (t *out) abort(err error) {
 	}
 }
 
-func (t *out) drop(r *bucketRun) {
-	t.c.held.Add(-int64(len(r.mem)))
-	r.mem = nil
-	for _, s := range r.segs {
-		s.f.release()
-	}
-	r.segs = nil
-}
+func (t *out) drop(r *bucketRun) { r.release(t.c) }
 
 func (c *collector) releaseFailed(o *owner, err error) {
 	o.mu.Lock()
@@ -344,23 +417,22 @@ func (c *collector) drainLocked(o *owner) error {
 }
 
 func (c *collector) writeRun(o *owner, r *bucketRun) error {
-	defer func() {
-		for _, s := range r.segs {
-			s.f.release()
-		}
-		c.held.Add(-int64(len(r.mem)))
-		r.segs, r.mem = nil, nil
-	}()
+	defer r.release(c)
 	for _, s := range r.segs {
 		if err := c.readSegment(o, s); err != nil {
 			return err
 		}
 	}
-	rest, err := c.addAll(o, r.mem)
-	if err == nil && len(rest) > 0 {
-		err = fmt.Errorf("internal error: a run ends inside an entry")
+	for _, ch := range r.chunks {
+		rest, err := c.addAll(o, ch)
+		if err == nil && len(rest) > 0 {
+			err = fmt.Errorf("internal error: a run ends inside an entry")
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 // readSegment writes a spilled segment, read back a chunk at a time.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -27,6 +28,8 @@ type run struct {
 	tmpRoot string
 	// col writes split, merge and grouped-shuffle output in bucket order.
 	col *collector
+	// cutWidths are the widths the files are cut for.
+	cutWidths []int
 
 	spilledBytes atomic.Int64
 	spilledRuns  atomic.Int64
@@ -127,23 +130,33 @@ func (r *run) ownersFor(tasks []task) (bounds []uint32, order []int) {
 		order[i] = i
 	}
 	if r.plan.Strategy == plan.StrategySplit && r.to.Mapping == snapshotfmt.MappingMod && m > n {
+		// Up to about as many owners as the widest default cut makes
+		// ranges anyway (or Parallelism), each holding whole rounds; fewer
+		// rounds per owner when what waits would pass half the budget, as
+		// far as the writers' memory allows.
 		k := m / n
+		widest := 1
+		for _, w := range r.cutWidths {
+			widest = max(widest, min(w, plan.MaxDefaultCutWidth))
+		}
+		target := uint32(max(p, widest))
+		perOwner := (k + target - 1) / target
 		d := int64(r.src.m.TotalBytes()) + 8*int64(r.src.m.TotalEntries())
-		maxOwners := int(max(int64(p), r.opts.Memory/2/plan.WriterMemory))
-		perOwner := max(1, (k+uint32(p)-1)/uint32(p)) // rounds
-		if 2*d > r.collectorBudget(p) {
-			perOwner = max(1, (k+uint32(maxOwners)-1)/uint32(maxOwners))
+		if perOwner > 1 && d-d/int64(perOwner) > r.collectorBudget(int(target))/2 {
+			maxOwners := uint32(max(int64(p), r.opts.Memory/4/plan.WriterMemory))
+			perOwner = max(1, (k+maxOwners-1)/maxOwners)
 		}
 		for j := uint32(0); j < m; j += perOwner * n {
 			bounds = append(bounds, j)
 		}
-		return append(bounds, m), order
+		return r.snapBounds(append(bounds, m)), order
 	}
 	owners := max(1, min(p, int(m)))
 	for o := range owners {
 		bounds = append(bounds, uint32(int(m)*o/owners))
 	}
-	bounds = append(bounds, m)
+	bounds = r.snapBounds(append(bounds, m))
+	owners = len(bounds) - 1
 	// Round-robin over owners, each owner's tasks in bucket order.
 	per := make([][]int, owners)
 	for i, t := range tasks {
@@ -162,6 +175,40 @@ func (r *run) ownersFor(tasks []task) (bounds []uint32, order []int) {
 		}
 	}
 	return bounds, order
+}
+
+// snapBounds moves the owners' inner boundaries to the nearest bucket at
+// which a worker of a cut width begins: a file ends at both, so where they
+// differ each adds a file.
+func (r *run) snapBounds(bounds []uint32) []uint32 {
+	m := int(r.to.Buckets)
+	var cuts []uint32
+	for _, w := range r.cutWidths {
+		for b := 1; b < m; b++ {
+			if snapshotfmt.OwnerOf(b, w, m) != snapshotfmt.OwnerOf(b-1, w, m) {
+				cuts = append(cuts, uint32(b))
+			}
+		}
+	}
+	if len(cuts) == 0 {
+		return bounds
+	}
+	slices.Sort(cuts)
+	out := []uint32{bounds[0]}
+	for _, j := range bounds[1 : len(bounds)-1] {
+		i, _ := slices.BinarySearch(cuts, j)
+		best := j
+		if i < len(cuts) {
+			best = cuts[i]
+		}
+		if i > 0 && (i == len(cuts) || j-cuts[i-1] < cuts[i]-j) {
+			best = cuts[i-1]
+		}
+		if best > out[len(out)-1] && best < bounds[len(bounds)-1] {
+			out = append(out, best)
+		}
+	}
+	return append(out, bounds[len(bounds)-1])
 }
 
 // sortSearch returns the owner whose range holds j.

@@ -246,7 +246,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			s.keep[st.ID] = false
 		}
 	}
-	r := &run{opts: opts, src: s, w: w, to: to, plan: p, tmpRoot: tmpRoot, states: states}
+	r := &run{opts: opts, src: s, w: w, to: to, plan: p, tmpRoot: tmpRoot, states: states, cutWidths: cutWidths}
 	if p.Strategy != plan.StrategyShuffle { // a shuffle labels its own phases
 		prog.Start(int64(m.TotalBytes()), fmt.Sprintf("%s %d->%d: read and write", p.Strategy, m.Partitioning.Buckets, to.Buckets))
 	}
