@@ -25,14 +25,14 @@ const (
 // Sizing constants of the pipeline, shared by the plan and the rewrite so
 // that what the plan promises is what the rewrite does.
 const (
-	// MaxFanOut bounds the writers one split task keeps open; a wider split
-	// reads the old bucket in several passes instead of buffering it.
+	// MaxFanOut bounds the writers per task of earlier plans; a split now
+	// takes one pass (its new buckets wait in the rewrite's collector).
 	MaxFanOut = 256
 	// MaxFanIn bounds the old buckets one merge task reads at once; a wider
 	// merge is done as a shuffle.
 	MaxFanIn = 64
-	// MaxSplitPasses is the most passes over an old bucket a split may take
-	// before a shuffle (one read plus one spill round trip) is cheaper.
+	// MaxSplitPasses is kept for callers of earlier plans; a split takes
+	// one pass.
 	MaxSplitPasses = 3
 	// WriterMemory is the resident cost of one open bucket writer (its 1 MiB
 	// write buffer, the table's block and index buffers).
@@ -206,7 +206,7 @@ func ForRewriteWith(m *snapshotfmt.Manifest, target snapshotfmt.Partitioning, r 
 	}
 	// Tables compress about as well as the source did; each new file adds
 	// its index, footer and properties.
-	p.WriteBytes = p.SourceBytes + p.SourceBytes/20 + int64(mm)*8<<10
+	p.WriteBytes = p.SourceBytes + p.SourceBytes/20 + int64(min(mm, 2*MaxDefaultCutWidth+r.Parallelism))*8<<10
 	p.TargetDiskBytes = p.WriteBytes
 	p.SorterMemory = SorterMemory(r.Memory, r.Parallelism)
 	openWriters := int64(r.Parallelism) * int64(max(p.WritersPerTask, 1))

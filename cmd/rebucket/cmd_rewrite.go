@@ -47,6 +47,13 @@ The strategy comes from the plan and is printed first:
   shuffle  anything else: owners sort within --memory, spilling sorted runs
            to --tmp (default: beside TARGET), removed at the end
 
+Data files hold contiguous bucket ranges cut at --file-size, not one file
+per bucket: the file count follows the bytes written, not M. Files are also
+cut where the workers of the --for-width widths begin (recorded in the
+manifest as cut_widths), so a load at those widths ingests every file whole.
+New buckets that are ready before their turn wait within --memory, then in
+--tmp.
+
 Peak memory stays within --memory plus a fixed overhead of about 96 MiB.
 SOURCE is only read. TARGET must not exist or be empty (else --force, which
 replaces it only once the new one is complete). Free disk at TARGET and
