@@ -67,7 +67,9 @@ type Snapshot struct {
 	header Header
 	opts   Options
 	wopts  sstable.WriterOptions
-	states map[uint16]bool
+	// states[id] is true for the ids of the states table (an array, not a
+	// map: Add looks it up for every entry).
+	states *[1 << 16]bool
 	// cuts[b] counts the buckets in 1..b at which a worker of a cut width
 	// begins: a file holding buckets a and b must have cuts[a] == cuts[b].
 	// nil without cut widths.
@@ -154,7 +156,7 @@ func Create(target string, h Header, opts Options) (*Snapshot, error) {
 			}
 		}
 	}
-	states := map[uint16]bool{}
+	states := new([1 << 16]bool)
 	for _, s := range h.States {
 		states[s.ID] = true
 	}
