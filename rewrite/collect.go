@@ -60,13 +60,25 @@ const chunkSize = 256 << 10
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
 
-// getChunk returns an empty chunk with room for need bytes.
-func getChunk(need int) []byte {
-	if need > chunkSize {
-		return make([]byte, 0, need)
+// getChunk returns an empty chunk with room for need bytes, the n-th of
+// its run: a run's first chunks are small (a task may hold thousands of
+// runs of a few entries each), later ones chunkSize and pooled.
+func getChunk(need, n int) []byte {
+	size := min(chunkSize, firstChunk<<min(n, 8))
+	if need > size {
+		if need > chunkSize {
+			return make([]byte, 0, need)
+		}
+		size = chunkSize
+	}
+	if size < chunkSize {
+		return make([]byte, 0, size)
 	}
 	return (*chunkPool.Get().(*[]byte))[:0]
 }
+
+// firstChunk is the size of a run's first chunk.
+const firstChunk = 8 << 10
 
 func putChunk(b []byte) {
 	if cap(b) == chunkSize {
@@ -217,7 +229,7 @@ func (t *out) add(i int, key, val []byte) error {
 			}
 			return t.c.writerOf(t.lease[i]).Add(key, val)
 		}
-		ch := getChunk(need)
+		ch := getChunk(need, len(r.chunks)+len(r.segs))
 		r.chunks = append(r.chunks, ch)
 		last++
 		t.bytes += int64(cap(ch))
@@ -227,7 +239,7 @@ func (t *out) add(i int, key, val []byte) error {
 			if err := t.spillAll(); err != nil {
 				return err
 			}
-			r.chunks = append(r.chunks, getChunk(need))
+			r.chunks = append(r.chunks, getChunk(need, len(r.segs)))
 			t.bytes += int64(cap(r.chunks[0]))
 			t.c.held.Add(int64(cap(r.chunks[0])))
 			last = 0
