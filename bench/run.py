@@ -219,7 +219,7 @@ class Bench:
             rm(dst)
             p = subprocess.run(cmd + ["--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             if p.returncode == 0:
-                sp = json.loads(p.stdout).get("spilled_bytes", 0)
+                sp = json.loads(p.stdout)["rewrite"]["spilled_bytes"]
                 r.note += f", spilled {sp / MIB:.0f} MiB"
             rm(dst)
         r.note = (r.note + ", " if r.note else "") + f"{seen.get('files', '?')} files"
