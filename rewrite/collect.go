@@ -118,7 +118,14 @@ func (sf *spillFile) release() {
 	}
 }
 
+// testCollectorBudget, when not negative, replaces every collector's
+// budget (the tests make runs spill with it).
+var testCollectorBudget int64 = -1
+
 func newCollector(w *writer.Snapshot, bounds []uint32, budget int64, spill func() (string, error)) *collector {
+	if testCollectorBudget >= 0 {
+		budget = testCollectorBudget
+	}
 	c := &collector{w: w, bounds: bounds, budget: budget, spill: spill}
 	for o := 0; o+1 < len(bounds); o++ {
 		c.owners = append(c.owners, &owner{next: bounds[o], end: bounds[o+1], parked: map[uint32]*bucketRun{}})

@@ -129,9 +129,9 @@ func TestForWidthCutsAndLoadsWhole(t *testing.T) {
 // Runs that wait for their turn past the budget wait on disk, and come
 // back whole: every run spills here, and the output is the same.
 func TestCollectorSpills(t *testing.T) {
-	oldMin, oldChunk := minCollectorBudget, spillChunk
-	minCollectorBudget, spillChunk = 0, 0
-	defer func() { minCollectorBudget, spillChunk = oldMin, oldChunk }()
+	oldBudget, oldChunk := testCollectorBudget, spillChunk
+	testCollectorBudget, spillChunk = 0, 0
+	defer func() { testCollectorBudget, spillChunk = oldBudget, oldChunk }()
 	tmp := t.TempDir()
 	src := generate(t, tmp, fixtures.Spec{Buckets: 8, Width: 2, Keys: 3000, ValueSpread: true, Seed: 11}, writer.Options{})
 	sc := readAll(t, src, nil)
@@ -139,12 +139,18 @@ func TestCollectorSpills(t *testing.T) {
 	os.Mkdir(spill, 0o755)
 	for _, m := range []int{64, 1000, 4} { // split, grouped shuffle, merge
 		dst := filepath.Join(tmp, fmt.Sprint("dst", m))
-		sum, err := Run(context.Background(), Options{Source: src, Target: dst, To: snapshotfmt.Partitioning{Buckets: uint32(m)}, Parallelism: 3, Memory: 1, TmpDir: spill})
+		// A budget that keeps the shuffle grouped (gcd(8, 1000) = 8); no
+		// cut widths past the width at write (2), so each split owner holds
+		// three rounds of 8 buckets, and two of them wait.
+		sum, err := Run(context.Background(), Options{Source: src, Target: dst, To: snapshotfmt.Partitioning{Buckets: uint32(m)}, Parallelism: 3, Memory: 1 << 30, TmpDir: spill, ForWidths: []int{}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A merge task mostly holds its owner's lease and writes
 		// straight through; whether one waits depends on timing.
+		if sum.Strategy == plan.StrategyShuffle && sum.Plan.Groups != 8 {
+			t.Fatalf("shuffle in %d groups, want 8", sum.Plan.Groups)
+		}
 		if sum.SpilledBytes == 0 && sum.Strategy != plan.StrategyMerge {
 			t.Fatalf("%d buckets (%s): nothing spilled", m, sum.Strategy)
 		}
