@@ -165,7 +165,7 @@ const RoughFactor = 4
 // copy work (every source byte read, once per pass, at the measured copy
 // rate, and each spilled byte twice) divided over the plan's parallelism,
 // plus writing the output and spill at the measured disk rate, plus one
-// fsync per output file (a split writes at least one file per new bucket).
+// fsync per output file (files are cut by size and at the cut widths).
 func EstimateRewrite(p RewritePlan, rate ScanRate, disk DiskRate) RewriteEstimate {
 	e := RewriteEstimate{Rate: rate, Disk: disk}
 	bps := rate.BytesPerSecond()
@@ -182,10 +182,17 @@ func EstimateRewrite(p RewritePlan, rate ScanRate, disk DiskRate) RewriteEstimat
 	if disk.Elapsed > 0 && disk.Bytes > 0 {
 		e.WriteTime = sec(float64(p.WriteBytes+p.SpillBytes) / (float64(disk.Bytes) / disk.Elapsed.Seconds()))
 	}
-	e.Files = int(p.To.Buckets)
-	if p.Strategy != StrategySplit {
-		e.Files = int((p.WriteBytes+(128<<20)-1)/(128<<20)) + p.Parallelism*max(1, p.Groups)
+	// Files are cut by size, where owners' ranges end, and where the
+	// workers of the widest cut width begin.
+	widths := p.CutWidths
+	if widths == nil {
+		widths = DefaultCutWidths(int(p.To.Buckets), 0)
 	}
+	widest := 1
+	for _, w := range widths {
+		widest = max(widest, w)
+	}
+	e.Files = int((p.WriteBytes+(128<<20)-1)/(128<<20)) + p.Parallelism + min(int(p.To.Buckets), widest)
 	e.FileTime = time.Duration(float64(e.Files) * float64(disk.FileFsync) / par)
 	e.Time = e.CPUTime + e.WriteTime + e.FileTime
 	e.Seconds, e.CPUSeconds, e.WriteSeconds, e.FileSeconds = e.Time.Seconds(), e.CPUTime.Seconds(), e.WriteTime.Seconds(), e.FileTime.Seconds()

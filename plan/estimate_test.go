@@ -21,15 +21,16 @@ func TestEstimateRewrite(t *testing.T) {
 	disk := plan.DiskRate{Bytes: 50 << 20, Elapsed: time.Second, FileFsync: 10 * time.Millisecond}
 	e := plan.EstimateRewrite(p, rate, disk)
 	// 100 MiB scanned and 100 MiB read back by the self-check at 100
-	// MiB/s over 2, 50 MiB at 50 MiB/s, 64 files x 10ms / 2.
-	if e.CPUTime != time.Second || e.WriteTime != time.Second || e.Files != 64 || e.FileTime != 320*time.Millisecond ||
+	// MiB/s over 2, 50 MiB at 50 MiB/s, 19 files x 10ms / 2: one by size,
+	// one per owner, 16 for the widest default cut width of 64 buckets.
+	if e.CPUTime != time.Second || e.WriteTime != time.Second || e.Files != 1+2+16 || e.FileTime != 95*time.Millisecond ||
 		e.Time != e.CPUTime+e.WriteTime+e.FileTime || e.Seconds != e.Time.Seconds() || e.HighSeconds != plan.RoughFactor*e.Seconds {
 		t.Errorf("split: %+v", e)
 	}
 	p.Strategy, p.SpillBytes, p.Groups = plan.StrategyShuffle, 100<<20, 4
 	e = plan.EstimateRewrite(p, rate, disk)
 	// Spill is copied twice and written once.
-	if e.CPUTime != 2*time.Second || e.WriteTime != 3*time.Second || e.Files != 1+2*4 {
+	if e.CPUTime != 2*time.Second || e.WriteTime != 3*time.Second || e.Files != 1+2+16 {
 		t.Errorf("shuffle: %+v", e)
 	}
 	if e := plan.EstimateRewrite(p, plan.ScanRate{}, disk); e.Time != 0 || e.Basis == "" {

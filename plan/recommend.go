@@ -12,7 +12,8 @@ import (
 // Bookkeeping estimates per bucket, measured on manifests this tool
 // writes: two per-bucket stats of about 14 bytes each in the indented JSON,
 // and about 480 bytes per data file entry (path, bounds as hex keys,
-// counts, checksum). A split rewrite writes at least one file per bucket.
+// counts, checksum). The file estimate is an upper bound: a rewrite cuts
+// files by size and at the cut widths (rewrite --for-width), not per bucket.
 const (
 	manifestBaseBytes    = 2 << 10
 	manifestBucketBytes  = 28
@@ -30,11 +31,14 @@ type CountOption struct {
 	Divisors []int `json:"divisors"`
 	// BucketsPerWorkerAtPeak is Buckets / peak width.
 	BucketsPerWorkerAtPeak float64 `json:"buckets_per_worker_at_peak"`
-	// ManifestBytes estimates the manifest of a snapshot at this count when
-	// every bucket has its own data file (as a split rewrite leaves it).
+	// ManifestBytes estimates the manifest of a snapshot at this count: its
+	// per-bucket stats and the fewest files a rewrite leaves (Files).
 	ManifestBytes int64 `json:"manifest_bytes_estimate"`
-	Files         int   `json:"min_files_after_split"`
-	Warn          bool  `json:"above_warning"`
+	// Files is the fewest data files a rewrite to this count writes with
+	// the default cut widths (one per worker of the widest, at most
+	// MaxDefaultCutWidth); more when the data needs more by size.
+	Files int  `json:"min_files_after_split"`
+	Warn  bool `json:"above_warning"`
 }
 
 // Recommendation is the answer of Recommend.
@@ -117,18 +121,25 @@ func RecommendFor(n, peak, headroom int, widths []int) (Recommendation, error) {
 
 // BookkeepingWarning explains the cost of a count above the warning bound.
 func BookkeepingWarning(n int) string {
-	return fmt.Sprintf("%d buckets is above %d: every bucket costs bookkeeping whether or not it holds data: per-bucket stats in the manifest, at least one data file per bucket after a split rewrite (a manifest of about %s), and per-bucket metadata that every worker reads at each restart",
+	return fmt.Sprintf("%d buckets is above %d: every bucket costs bookkeeping whether or not it holds data: per-bucket stats in the manifest (a manifest of about %s) and per-bucket metadata that every worker reads at each restart",
 		n, snapshotfmt.WarnBuckets, units.Bytes(manifestEstimate(n)))
 }
 
 func manifestEstimate(n int) int64 {
-	return manifestBaseBytes + int64(n)*(manifestBucketBytes+manifestFileBytes)
+	return manifestBaseBytes + int64(n)*manifestBucketBytes + int64(minFiles(n))*manifestFileBytes
+}
+
+// minFiles is the fewest data files a rewrite to n buckets leaves with the
+// default cut widths: one per worker of the widest.
+func minFiles(n int) int {
+	w := slices.Max(DefaultCutWidths(n, 1))
+	return min(n, w)
 }
 
 func countOption(n, peak int) CountOption {
 	return CountOption{
 		Buckets: n, Divisors: divisors(n), BucketsPerWorkerAtPeak: float64(n) / float64(peak),
-		ManifestBytes: manifestEstimate(n), Files: n, Warn: n > snapshotfmt.WarnBuckets,
+		ManifestBytes: manifestEstimate(n), Files: minFiles(n), Warn: n > snapshotfmt.WarnBuckets,
 	}
 }
 
@@ -142,8 +153,8 @@ func (r Recommendation) record() string {
 		c.BucketsPerWorkerAtPeak, r.PeakWidth)
 	fmt.Fprintf(&b, "At most %d workers can ever own state; growing past that needs an offline `rebucket rewrite` to a larger count. ", c.Buckets)
 	fmt.Fprintf(&b, "It divides evenly by %d widths in all (%s). ", len(c.Divisors), intList(c.Divisors))
-	fmt.Fprintf(&b, "Bookkeeping: %d per-bucket stats entries, at least %d data files after a split rewrite, a manifest of about %s.",
-		c.Buckets, c.Files, units.Bytes(c.ManifestBytes))
+	fmt.Fprintf(&b, "Bookkeeping: %d per-bucket stats entries, at least %d data files after a rewrite (cut for the widths up to %d by default), a manifest of about %s.",
+		c.Buckets, c.Files, MaxDefaultCutWidth, units.Bytes(c.ManifestBytes))
 	if len(r.Alternatives) > 0 {
 		var alts []string
 		for _, a := range r.Alternatives {

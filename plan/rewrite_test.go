@@ -38,8 +38,8 @@ func TestForRewriteStrategy(t *testing.T) {
 		{8, mod, 64, mod, 1 << 30, StrategySplit, 1, 1, "multiple"},
 		{8, rng, 64, rng, 1 << 30, StrategySplit, 1, 1, "multiple"},
 		{8, mod, 8, mod, 1 << 30, StrategySplit, 1, 1, "same bucket count"},
-		{4, mod, 1024, mod, 1 << 30, StrategySplit, 2, 1, "passes"},
-		{1, mod, 32768, mod, 1 << 30, StrategyShuffle, 1, 1, "cheaper"},
+		{4, mod, 1024, mod, 1 << 30, StrategySplit, 1, 1, "multiple"},
+		{1, mod, 32768, mod, 1 << 30, StrategySplit, 1, 1, "multiple"},
 		{128, rng, 1000, rng, 1 << 30, StrategyMerge, 1, 1, "range to range"},
 		{1000, rng, 128, rng, 1 << 30, StrategyMerge, 1, 1, "range to range"},
 		{4096, rng, 16, rng, 1 << 30, StrategyShuffle, 1, 1, "merge limit"},
@@ -67,17 +67,23 @@ func TestForRewriteSpillEstimate(t *testing.T) {
 	m := manifestOf(128, snapshotfmt.MappingMod, 1<<20) // 128 MiB logical
 	to := snapshotfmt.Partitioning{Hash: snapshotfmt.HashName, Mapping: snapshotfmt.MappingMod, Buckets: 1000}
 
-	// A budget above every group's size: nothing spills.
+	// A budget above twice the whole: grouped, nothing spills.
 	p := ForRewriteWith(m, to, Resources{Memory: 1 << 30, Parallelism: 2})
-	if p.SpillBytes != 0 || p.TmpDiskBytes != 0 {
+	if p.Groups != 8 || p.SpillBytes != 0 || p.TmpDiskBytes != 0 {
 		t.Fatalf("big budget spills %d / %d", p.SpillBytes, p.TmpDiskBytes)
 	}
-	// 8 groups of 16 MiB; a 4 MiB budget spills every group, and the tmp
-	// directory holds one group at a time.
+	// 8 groups of 16 MiB; a 4 MiB budget holds none of them: the groups
+	// are sorted as one, and everything spills once.
 	p = ForRewriteWith(m, to, Resources{Memory: 4 << 20, Parallelism: 2})
-	group := int64(16<<20 + 16*160)
-	if p.SpillBytes != 8*group || p.TmpDiskBytes != group {
-		t.Fatalf("spill %d tmp %d, want %d and %d", p.SpillBytes, p.TmpDiskBytes, 8*group, group)
+	all := int64(128<<20 + 16*1280)
+	if p.Groups != 1 || p.SpillBytes != all || p.TmpDiskBytes != all {
+		t.Fatalf("groups %d spill %d tmp %d, want 1, %d and %d", p.Groups, p.SpillBytes, p.TmpDiskBytes, all, all)
+	}
+	// A budget that holds the whole once but not twice: the groups are
+	// sorted as one, in memory (grouped, the waiting output would spill).
+	p = ForRewriteWith(m, to, Resources{Memory: 200 << 20, Parallelism: 2})
+	if p.Groups != 1 || p.SpillBytes != 0 {
+		t.Fatalf("groups %d spill %d, want 1 and 0", p.Groups, p.SpillBytes)
 	}
 	if p.ReadBytes != p.SourceBytes+p.SpillBytes {
 		t.Fatalf("read %d, want source plus spill", p.ReadBytes)
@@ -87,7 +93,7 @@ func TestForRewriteSpillEstimate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{`"strategy":"shuffle"`, `"groups":8`, `"spill_bytes":`, `"peak_memory":`, `"target_disk_bytes":`} {
+	for _, k := range []string{`"strategy":"shuffle"`, `"groups":1`, `"spill_bytes":`, `"peak_memory":`, `"target_disk_bytes":`} {
 		if !strings.Contains(string(data), k) {
 			t.Fatalf("plan JSON lacks %s: %s", k, data)
 		}

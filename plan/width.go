@@ -28,8 +28,11 @@ type WidthPlan struct {
 	Owners int `json:"owners"`
 	// Above N only: a suggested bucket count for `rebucket rewrite` and the
 	// ways out, in words.
-	SuggestedBuckets int      `json:"suggested_buckets,omitempty"`
-	WaysOut          []string `json:"ways_out,omitempty"`
+	SuggestedBuckets int `json:"suggested_buckets,omitempty"`
+	// FilesCut is true when no data file holds buckets of two workers at
+	// this width (see CutFor): a load ingests every file whole.
+	FilesCut bool     `json:"files_cut_for_width"`
+	WaysOut  []string `json:"ways_out,omitempty"`
 }
 
 // ForWidth plans a start of the snapshot at width w.
@@ -38,7 +41,7 @@ func ForWidth(m *snapshotfmt.Manifest, w int) (WidthPlan, error) {
 		return WidthPlan{}, fmt.Errorf("%w: width %d: want 1..%d (the most workers a snapshot can record)", snapshotfmt.ErrInvalidArgument, w, snapshotfmt.MaxWidth)
 	}
 	n := int(m.Partitioning.Buckets)
-	p := WidthPlan{WidthLoad: LoadAt(m, w), Owners: min(w, n)}
+	p := WidthPlan{WidthLoad: LoadAt(m, w), Owners: min(w, n), FilesCut: CutFor(m, w)}
 	p.Table = CompactTable(w, n)
 	if w > n {
 		p.SuggestedBuckets = SuggestBuckets(n, w)

@@ -253,16 +253,20 @@ type FileIter struct {
 	lastState      uint16 // checkKey's cache of the last state looked up
 	lastKind       snapshotfmt.Kind
 	haveLast       bool
-	r              *sstable.Reader
-	it             sstable.Iterator
-	started        bool
-	key, val       []byte
-	prev           []byte
-	smallest       []byte
-	largest        []byte
-	count          uint64
-	bounded        bool
-	err            error
+	// hash is the current key's XXH3-64, hashed by checkKey (hashed false
+	// under allowMisplaced, which does not hash).
+	hash     uint64
+	hashed   bool
+	r        *sstable.Reader
+	it       sstable.Iterator
+	started  bool
+	key, val []byte
+	prev     []byte
+	smallest []byte
+	largest  []byte
+	count    uint64
+	bounded  bool
+	err      error
 }
 
 // OpenFile opens one data file for iteration of keys in [lower, upper)
@@ -436,6 +440,11 @@ func (fi *FileIter) Next() (ok bool) {
 
 // Key is the current encoded key; valid until the next call to Next.
 func (fi *FileIter) Key() []byte { return fi.key }
+
+// KeyHash is the hash of the current entry's key (snapshotfmt.HashKey),
+// computed once by the placement check; ok is false when the iterator does
+// not check placement (Options.AllowMisplaced), and the caller hashes.
+func (fi *FileIter) KeyHash() (h uint64, ok bool) { return fi.hash, fi.hashed }
 
 // Value is the current value; valid until the next call to Next.
 func (fi *FileIter) Value() []byte { return fi.val }

@@ -73,7 +73,8 @@ func (fi *FileIter) checkKey(k []byte) error {
 		return fmt.Errorf("%w: %s: key %s has %d bytes after the key of %s state %d, which has no sub-key", snapshotfmt.ErrCorrupt, fi.df.Path, shortHex(k), len(dk.SubKey), kind, dk.State)
 	}
 	if !fi.allowMisplaced {
-		if b := fi.part.Bucket(dk.Key); b != dk.Bucket {
+		fi.hash, fi.hashed = snapshotfmt.HashKey(dk.Key), true
+		if b := fi.part.BucketOfHash(fi.hash); b != dk.Bucket {
 			return fmt.Errorf("%w: %s: key %s is stored in bucket %d but hashes to bucket %d under %s", snapshotfmt.ErrCorrupt, fi.df.Path, shortHex(k), dk.Bucket, b, fi.part)
 		}
 	}

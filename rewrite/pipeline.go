@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -25,6 +26,10 @@ type run struct {
 	to      snapshotfmt.Partitioning
 	plan    plan.RewritePlan
 	tmpRoot string
+	// col writes split, merge and grouped-shuffle output in bucket order.
+	col *collector
+	// cutWidths are the widths the files are cut for.
+	cutWidths []int
 
 	spilledBytes atomic.Int64
 	spilledRuns  atomic.Int64
@@ -59,12 +64,160 @@ func (r *run) addFingerprints(f *verify.Fingerprinter) {
 }
 
 func (r *run) work(ctx context.Context) error {
+	getSpill, removeSpill := lazySpill(r.tmpRoot)
+	defer removeSpill()
 	switch r.plan.Strategy {
 	case plan.StrategySplit, plan.StrategyMerge:
-		return r.runTasks(ctx, r.streamTasks())
+		tasks := r.streamTasks()
+		bounds, order := r.ownersFor(tasks)
+		r.col = newCollector(r.w, bounds, r.collectorBudget(len(bounds)-1), getSpill)
+		err := r.runTasks(ctx, tasks, order)
+		return r.finishCollector(err)
 	default:
-		return r.shuffle(ctx)
+		if r.plan.Groups > 1 {
+			// Owners of contiguous new buckets across the groups; groups
+			// run one after another, so a group's buckets wait (in memory,
+			// then spilled) for the buckets between them.
+			owners := max(1, min(r.opts.Parallelism, int(r.to.Buckets)))
+			bounds := make([]uint32, owners+1)
+			for o := range owners + 1 {
+				bounds[o] = uint32(int(r.to.Buckets) * o / owners)
+			}
+			r.col = newCollector(r.w, bounds, r.plan.SorterMemory/2, getSpill)
+		}
+		err := r.shuffle(ctx, getSpill)
+		if r.col != nil {
+			err = r.finishCollector(err)
+		}
+		return err
 	}
+}
+
+func (r *run) finishCollector(err error) error {
+	if err != nil {
+		r.col.abort()
+	} else {
+		err = r.col.finish()
+	}
+	r.spilledBytes.Add(r.col.spilledBytes.Load())
+	r.spilledRuns.Add(r.col.spilledRuns.Load())
+	return err
+}
+
+// collectorBudget is what runs waiting for their turn may hold in memory:
+// the budget less the owners' writers and the tasks' open readers.
+func (r *run) collectorBudget(owners int) int64 {
+	b := r.opts.Memory - int64(owners)*plan.WriterMemory - int64(r.opts.Parallelism)*int64(max(r.plan.FanIn, 1))*plan.ReaderMemory
+	return max(b, minCollectorBudget)
+}
+
+// minCollectorBudget is the least the collector may hold (a variable for
+// the tests, which make every run spill).
+var minCollectorBudget int64 = 4 << 20
+
+// ownersFor chooses the owners' contiguous ranges of new buckets and the
+// order tasks run in. Tasks that write contiguous buckets are spread over
+// about Parallelism owners and taken round-robin from them, so that
+// concurrent tasks mostly write to different owners. A mod split task
+// feeds every round of N new buckets; owners then hold whole rounds, as
+// many rounds each as the runs waiting for their turn can hold in memory
+// (round i of owner o waits for nothing when o holds only round i).
+func (r *run) ownersFor(tasks []task) (bounds []uint32, order []int) {
+	n, m := r.src.part.Buckets, r.to.Buckets
+	p := max(1, r.opts.Parallelism)
+	order = make([]int, len(tasks))
+	for i := range order {
+		order[i] = i
+	}
+	if r.plan.Strategy == plan.StrategySplit && r.to.Mapping == snapshotfmt.MappingMod && m > n {
+		// Up to about as many owners as the widest default cut makes
+		// ranges anyway (or Parallelism), each holding whole rounds; fewer
+		// rounds per owner when what waits would pass half the budget, as
+		// far as the writers' memory allows.
+		k := m / n
+		widest := 1
+		for _, w := range r.cutWidths {
+			widest = max(widest, min(w, plan.MaxDefaultCutWidth))
+		}
+		target := uint32(max(p, widest))
+		perOwner := (k + target - 1) / target
+		d := int64(r.src.m.TotalBytes()) + 8*int64(r.src.m.TotalEntries())
+		if perOwner > 1 && d-d/int64(perOwner) > r.collectorBudget(int(target))/2 {
+			maxOwners := uint32(max(int64(p), r.opts.Memory/4/plan.WriterMemory))
+			perOwner = max(1, (k+maxOwners-1)/maxOwners)
+		}
+		for j := uint32(0); j < m; j += perOwner * n {
+			bounds = append(bounds, j)
+		}
+		return r.snapBounds(append(bounds, m)), order
+	}
+	owners := max(1, min(p, int(m)))
+	for o := range owners {
+		bounds = append(bounds, uint32(int(m)*o/owners))
+	}
+	bounds = r.snapBounds(append(bounds, m))
+	owners = len(bounds) - 1
+	// Round-robin over owners, each owner's tasks in bucket order.
+	per := make([][]int, owners)
+	for i, t := range tasks {
+		o := sortSearch(bounds, t.first)
+		per[o] = append(per[o], i)
+	}
+	order = order[:0]
+	for more := true; more; {
+		more = false
+		for o := range per {
+			if len(per[o]) > 0 {
+				order = append(order, per[o][0])
+				per[o] = per[o][1:]
+				more = true
+			}
+		}
+	}
+	return bounds, order
+}
+
+// snapBounds moves the owners' inner boundaries to the nearest bucket at
+// which a worker of a cut width begins: a file ends at both, so where they
+// differ each adds a file.
+func (r *run) snapBounds(bounds []uint32) []uint32 {
+	m := int(r.to.Buckets)
+	var cuts []uint32
+	for _, w := range r.cutWidths {
+		for b := 1; b < m; b++ {
+			if snapshotfmt.OwnerOf(b, w, m) != snapshotfmt.OwnerOf(b-1, w, m) {
+				cuts = append(cuts, uint32(b))
+			}
+		}
+	}
+	if len(cuts) == 0 {
+		return bounds
+	}
+	slices.Sort(cuts)
+	out := []uint32{bounds[0]}
+	for _, j := range bounds[1 : len(bounds)-1] {
+		i, _ := slices.BinarySearch(cuts, j)
+		best := j
+		if i < len(cuts) {
+			best = cuts[i]
+		}
+		if i > 0 && (i == len(cuts) || j-cuts[i-1] < cuts[i]-j) {
+			best = cuts[i-1]
+		}
+		if best > out[len(out)-1] && best < bounds[len(bounds)-1] {
+			out = append(out, best)
+		}
+	}
+	return append(out, bounds[len(bounds)-1])
+}
+
+// sortSearch returns the owner whose range holds j.
+func sortSearch(bounds []uint32, j uint32) int {
+	o := 0
+	for o+2 < len(bounds) && bounds[o+1] <= j {
+		o++
+	}
+	return o
 }
 
 // task is one unit of split or merge work: the old buckets it reads (each
@@ -100,7 +253,9 @@ func (r *run) streamTasks() []task {
 	switch {
 	case r.plan.Strategy == plan.StrategySplit:
 		k := m / n
-		f := uint32(max(r.plan.WritersPerTask, 1))
+		// One pass: a task's buckets wait in the collector, not in open
+		// writers, so it needs no more than one read of its old bucket.
+		f := k
 		for b := range n {
 			for lo := uint32(0); lo < k; lo += f {
 				t := task{old: []uint32{b}, count: min(f, k-lo)}
@@ -158,7 +313,7 @@ func lowHash(j, m uint32) uint64 {
 }
 
 // runTasks runs tasks on Parallelism goroutines, taking them in order.
-func (r *run) runTasks(ctx context.Context, tasks []task) error {
+func (r *run) runTasks(ctx context.Context, tasks []task, order []int) error {
 	g, ctx := errgroup.WithContext(ctx)
 	var next atomic.Int64
 	for range min(r.opts.Parallelism, len(tasks)) {
@@ -170,7 +325,7 @@ func (r *run) runTasks(ctx context.Context, tasks []task) error {
 					r.addFingerprints(fp)
 					return nil
 				}
-				if err := r.runTask(ctx, &tasks[i], fp); err != nil {
+				if err := r.runTask(ctx, &tasks[order[i]], fp); err != nil {
 					return err
 				}
 			}
@@ -191,13 +346,13 @@ func (r *run) runTask(ctx context.Context, t *task, fp *verify.Fingerprinter) er
 		in = newMerger(streams)
 	}
 	defer in.Close()
-	writers := make([]*writer.BucketWriter, t.count)
+	buckets := make([]uint32, t.count)
+	for i := range buckets {
+		buckets[i] = t.first + uint32(i)*t.step
+	}
+	o := r.col.newOut(buckets)
 	fail := func(err error) error {
-		for _, bw := range writers {
-			if bw != nil {
-				bw.Abort()
-			}
-		}
+		o.abort(err)
 		return err
 	}
 	var buf []byte
@@ -209,14 +364,9 @@ func (r *run) runTask(ctx context.Context, t *task, fp *verify.Fingerprinter) er
 			in.uncount()
 			continue
 		}
-		bw := writers[i]
-		if bw == nil {
-			bw = r.w.NewBucketWriter()
-			writers[i] = bw
-		}
 		buf = append(buf[:0], k...)
 		snapshotfmt.WithBucket(buf, j)
-		if err := bw.Add(buf, v); err != nil {
+		if err := o.add(i, buf, v); err != nil {
 			return fail(err)
 		}
 		if fp != nil {
@@ -228,15 +378,7 @@ func (r *run) runTask(ctx context.Context, t *task, fp *verify.Fingerprinter) er
 	if err := in.Err(); err != nil {
 		return fail(err)
 	}
-	for i, bw := range writers {
-		if bw != nil {
-			writers[i] = nil
-			if err := bw.Close(); err != nil {
-				return fail(err)
-			}
-		}
-	}
-	return nil
+	return o.close()
 }
 
 // batch carries entries from a scanner to one owner: data holds keys
@@ -259,18 +401,17 @@ func (b *batch) add(key []byte, bucket uint32, val []byte) {
 // shuffle runs the shuffle group by group: under mod to mod, old bucket b
 // feeds only new buckets j = b mod g, so each group is a shuffle of its
 // own with a fraction of the data.
-func (r *run) shuffle(ctx context.Context) error {
-	// Named after this process, so the next run removes it if we are
-	// killed before the deferred removal (and removes those of dead runs).
-	extsort.RemoveStale(nil, r.tmpRoot)
-	spill, err := extsort.MkdirSpill(nil, r.tmpRoot)
+func (r *run) shuffle(ctx context.Context, getSpill func() (string, error)) error {
+	// The spill directory is named after this process, so the next run
+	// removes it if we are killed before the deferred removal (and
+	// removes those of dead runs).
+	spill, err := getSpill()
 	if err != nil {
-		return fmt.Errorf("in %s: %w", r.tmpRoot, err)
+		return err
 	}
-	defer spill.Remove()
 	g := uint32(max(r.plan.Groups, 1))
 	for gi := range g {
-		if err := r.shuffleGroup(ctx, spill.Path, gi, g); err != nil {
+		if err := r.shuffleGroup(ctx, spill, gi, g); err != nil {
 			return err
 		}
 	}
@@ -299,6 +440,9 @@ func (r *run) shuffleGroup(ctx context.Context, spillDir string, gi, g uint32) e
 	progress.StartUnit(r.src.prog, groupBytes, label+": read and sort", progress.Bytes)
 	owners := max(1, min(r.opts.Parallelism, targets))
 	sorterMem := r.plan.SorterMemory / int64(owners)
+	if r.col != nil {
+		sorterMem /= 2 // the other half holds runs waiting in the collector
+	}
 
 	eg, ctx := errgroup.WithContext(ctx)
 	chans := make([]chan *batch, owners)
@@ -379,7 +523,13 @@ func (r *run) shuffleGroup(ctx context.Context, spillDir string, gi, g uint32) e
 	}()
 	for o := range owners {
 		eg.Go(func() error {
-			return r.own(ctx, chans[o], &free, sorterMem, spillDir, g)
+			// Owner o's new buckets: gi + t*g for t in [tlo, thi).
+			tlo, thi, _ := snapshotfmt.WorkerRange(o, owners, targets)
+			var buckets []uint32
+			for t := tlo; t <= thi; t++ {
+				buckets = append(buckets, gi+uint32(t)*g)
+			}
+			return r.own(ctx, chans[o], &free, sorterMem, spillDir, g, buckets)
 		})
 	}
 	return eg.Wait()
@@ -400,7 +550,7 @@ func (r *run) groupBytes(gi, g uint32) int64 {
 }
 
 // own is one owner: it sorts everything routed to it, then writes it.
-func (r *run) own(ctx context.Context, in <-chan *batch, free *sync.Pool, mem int64, spillDir string, g uint32) (err error) {
+func (r *run) own(ctx context.Context, in <-chan *batch, free *sync.Pool, mem int64, spillDir string, g uint32, buckets []uint32) (err error) {
 	s := extsort.New(extsort.Options{Memory: mem, TmpDir: spillDir})
 	defer func() {
 		st := s.Stats()
@@ -437,28 +587,47 @@ func (r *run) own(ctx context.Context, in <-chan *batch, free *sync.Pool, mem in
 		return fmt.Errorf("sort: %w", err)
 	}
 	defer it.Close()
-	// With g = 1 the owner's buckets are contiguous and one writer takes
-	// them all; with g > 1 they interleave with other owners' and groups',
-	// so each bucket gets its own writer (files never overlap).
-	var bw *writer.BucketWriter
-	cur := int64(-1)
 	var unreported int64
 	defer func() { r.src.prog.Add(unreported) }()
+	if g > 1 {
+		// Its buckets interleave with other owners' and groups': they go
+		// to the collector, which writes them in bucket order.
+		out := r.col.newOut(buckets)
+		slot := 0
+		for it.Next() {
+			k := it.Key()
+			if unreported += int64(len(k) + len(it.Value())); unreported >= 1<<20 {
+				r.src.prog.Add(unreported)
+				unreported = 0
+			}
+			j, _ := snapshotfmt.KeyBucket(k)
+			for slot < len(buckets) && buckets[slot] != j {
+				slot++
+			}
+			if slot == len(buckets) {
+				err := fmt.Errorf("internal error: bucket %d reached an owner of other buckets", j)
+				out.abort(err)
+				return err
+			}
+			if err := out.add(slot, k, it.Value()); err != nil {
+				out.abort(err)
+				return err
+			}
+		}
+		if err := it.Err(); err != nil {
+			out.abort(err)
+			return fmt.Errorf("sort: %w", err)
+		}
+		return out.close()
+	}
+	// With g = 1 the owner's buckets are contiguous: one writer takes them
+	// all, cutting files by size and at the cut widths.
+	var bw *writer.BucketWriter
 	for it.Next() {
 		k := it.Key()
 		if unreported += int64(len(k) + len(it.Value())); unreported >= 1<<20 {
 			r.src.prog.Add(unreported)
 			unreported = 0
-		}
-		if g > 1 {
-			j, _ := snapshotfmt.KeyBucket(k)
-			if int64(j) != cur && bw != nil {
-				if err := bw.Close(); err != nil {
-					return err
-				}
-				bw = nil
-			}
-			cur = int64(j)
 		}
 		if bw == nil {
 			bw = r.w.NewBucketWriter()

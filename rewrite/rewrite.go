@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,11 @@ type Options struct {
 	TmpDir string
 	// FileSize is the target data file size (default writer's).
 	FileSize int64
+	// ForWidths are widths whose workers' bucket ranges the files are cut
+	// at besides the size cut, so a start at them ingests whole files (nil:
+	// plan.DefaultCutWidths; empty and non-nil: none). The source's width
+	// at write is always among them.
+	ForWidths []int
 	// Compression is passed to the writer.
 	Compression string
 	Force       bool
@@ -165,6 +171,13 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		return nil, err
 	}
 	p := plan.ForRewriteWith(m, to, plan.Resources{Memory: opts.Memory, Parallelism: opts.Parallelism})
+	cutWidths := plan.DefaultCutWidths(int(to.Buckets), m.WidthAtWrite)
+	if opts.ForWidths != nil {
+		if cutWidths, err = plan.CheckCutWidths(append(slices.Clone(opts.ForWidths), m.WidthAtWrite)); err != nil {
+			return nil, err
+		}
+	}
+	p.CutWidths = cutWidths
 	tmpRoot := opts.TmpDir
 	if tmpRoot != "" {
 		// Spill files are never written inside the source.
@@ -214,6 +227,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	})
 	w, err := writer.Create(opts.Target, writer.Header{
 		Partitioning: to, WidthAtWrite: m.WidthAtWrite, States: states, Lineage: lineage, Tool: opts.Tool,
+		CutWidths: cutWidths,
 	}, writer.Options{FileSize: opts.FileSize, Force: opts.Force, Compression: opts.Compression})
 	if err != nil {
 		return nil, err
@@ -232,7 +246,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			s.keep[st.ID] = false
 		}
 	}
-	r := &run{opts: opts, src: s, w: w, to: to, plan: p, tmpRoot: tmpRoot, states: states}
+	r := &run{opts: opts, src: s, w: w, to: to, plan: p, tmpRoot: tmpRoot, states: states, cutWidths: cutWidths}
 	if p.Strategy != plan.StrategyShuffle { // a shuffle labels its own phases
 		prog.Start(int64(m.TotalBytes()), fmt.Sprintf("%s %d->%d: read and write", p.Strategy, m.Partitioning.Buckets, to.Buckets))
 	}

@@ -238,7 +238,11 @@ func (st *stream) Next() bool {
 				st.src.dropped.Add(1)
 				continue
 			}
-			h := snapshotfmt.HashKey(dk.Key)
+			// The reader hashed the key to check its placement.
+			h, ok := st.cur.KeyHash()
+			if !ok {
+				h = snapshotfmt.HashKey(dk.Key)
+			}
 			if b := st.src.part.BucketOfHash(h); b != dk.Bucket {
 				st.err = fmt.Errorf("%w: %s: key %q is stored in bucket %d but hashes to bucket %d under %s", snapshotfmt.ErrCorrupt, st.cur.File().Path, dk.Key, dk.Bucket, b, st.src.part)
 				return false

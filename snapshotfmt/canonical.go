@@ -144,6 +144,13 @@ func (c *canon) encode(m *Manifest) {
 	c.value(m.Partitioning, 1)
 	c.key("width_at_write", 1, false)
 	c.value(m.WidthAtWrite, 1)
+	if len(m.CutWidths) > 0 { // omitempty
+		c.key("cut_widths", 1, false)
+		c.slice(false, len(m.CutWidths), 1, func(i, _ int) {
+			c.scratch = strconv.AppendInt(c.scratch[:0], int64(m.CutWidths[i]), 10)
+			c.put(c.scratch, true)
+		})
+	}
 	c.key("states", 1, false)
 	c.slice(m.States == nil, len(m.States), 1, func(i, d int) { c.value(m.States[i], d) })
 	c.key("files", 1, false)

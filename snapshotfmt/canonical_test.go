@@ -32,6 +32,7 @@ func TestCanonicalMatchesEncode(t *testing.T) {
 		{"lineage variants", func(m *Manifest) {
 			m.Lineage = append(m.Lineage, Lineage{Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600)), Tool: "t", Action: "rewrite", FromBuckets: 8, FromMapping: MappingMod, ToBuckets: 16, ToMapping: MappingRange, Note: "why"})
 		}},
+		{"cut widths", func(m *Manifest) { m.CutWidths = []int{1, 4, 40} }},
 		{"no buckets", func(m *Manifest) { m.BucketEntries, m.BucketBytes, m.Files = nil, nil, nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

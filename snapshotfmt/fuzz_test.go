@@ -24,6 +24,10 @@ func FuzzDecodeManifest(f *testing.F) {
 	f.Add(bytes.ReplaceAll(valid, []byte("\n "), []byte("\n")))
 	f.Add([]byte(`{"format":"rebucket-snapshot","version":1}`))
 	f.Add([]byte(`null`))
+	// cut_widths: a list, an empty one (not canonical), a bad width.
+	f.Add(bytes.Replace(valid, []byte(`"width_at_write": `), []byte("\"cut_widths\": [\n  1,\n  2\n ],\n \"width_at_write\": "), 1))
+	f.Add(bytes.Replace(valid, []byte(`"width_at_write": `), []byte(`"cut_widths": [], "width_at_write": `), 1))
+	f.Add(bytes.Replace(valid, []byte(`"width_at_write": `), []byte(`"cut_widths": [0], "width_at_write": `), 1))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeManifest(data)

@@ -140,8 +140,12 @@ type Manifest struct {
 	Tool         string       `json:"tool"`
 	Partitioning Partitioning `json:"partitioning"`
 	WidthAtWrite int          `json:"width_at_write"`
-	States       []State      `json:"states"`
-	Files        []DataFile   `json:"files"`
+	// CutWidths, optional, lists the widths whose workers' bucket ranges
+	// the data files were cut at: no file holds buckets of two workers at
+	// any of them, so a start at one ingests every file whole.
+	CutWidths []int      `json:"cut_widths,omitempty"`
+	States    []State    `json:"states"`
+	Files     []DataFile `json:"files"`
 	// BucketEntries and BucketBytes have one element per bucket; bytes are
 	// logical: encoded key plus value.
 	BucketEntries []uint64      `json:"bucket_entries"`
@@ -287,6 +291,11 @@ func (m *Manifest) Validate() error {
 	if m.WidthAtWrite < 1 || m.WidthAtWrite > MaxWidth {
 		return bad("width_at_write %d outside 1..%d", m.WidthAtWrite, MaxWidth)
 	}
+	for i, w := range m.CutWidths {
+		if w < 1 || w > MaxWidth || (i > 0 && w <= m.CutWidths[i-1]) {
+			return bad("cut_widths[%d] = %d: want strictly increasing widths in 1..%d", i, w, MaxWidth)
+		}
+	}
 	if uint64(len(m.BucketEntries)) != n || uint64(len(m.BucketBytes)) != n {
 		return bad("bucket_entries has %d and bucket_bytes %d elements, want one per bucket (%d)", len(m.BucketEntries), len(m.BucketBytes), n)
 	}
@@ -350,6 +359,11 @@ func (m *Manifest) Validate() error {
 		}
 		if prevLargest != nil && bytes.Compare(prevLargest, lo) >= 0 {
 			return bad("files[%d] (%s): key range overlaps or precedes files[%d]: files must be in key order, never overlapping", i, f.Path, i-1)
+		}
+		for _, w := range m.CutWidths {
+			if a, b := OwnerOf(int(blo), w, int(n)), OwnerOf(int(bhi), w, int(n)); a != b {
+				return bad("files[%d] (%s): holds buckets %d..%d of workers %d and %d at width %d, which cut_widths says the files were cut for", i, f.Path, blo, bhi, a, b, w)
+			}
 		}
 		prevLargest = hi
 		total += f.Entries

@@ -308,3 +308,59 @@ func TestPartitioning(t *testing.T) {
 		}
 	}
 }
+
+// cut_widths is a promise the reader checks: a file that holds buckets of
+// two workers at a listed width is corrupt, and the list itself must be
+// strictly increasing widths in range.
+func TestCutWidthsChecked(t *testing.T) {
+	var m Manifest
+	if err := json.Unmarshal(validManifest(t), &m); err != nil {
+		t.Fatal(err)
+	}
+	n := int(m.Partitioning.Buckets)
+	// The widest width whose cuts every file respects, and the narrowest
+	// one some file straddles.
+	okW, badW := 0, 0
+	for w := 1; w <= n && (okW == 0 || badW == 0); w++ {
+		straddles := false
+		for _, f := range m.Files {
+			if OwnerOf(int(f.BucketLo), w, n) != OwnerOf(int(f.BucketHi), w, n) {
+				straddles = true
+			}
+		}
+		if straddles && badW == 0 {
+			badW = w
+		}
+		if !straddles {
+			okW = w
+		}
+	}
+	if badW == 0 {
+		t.Fatalf("testdata/valid.json has no file holding two buckets; the test needs one")
+	}
+	for _, tc := range []struct {
+		widths []int
+		ok     bool
+	}{
+		{[]int{okW}, true},
+		{[]int{badW}, false},
+		{[]int{0}, false},
+		{[]int{okW, okW}, false},
+		{[]int{MaxWidth + 1}, false},
+	} {
+		data := reseal(t, func(m *Manifest) { m.CutWidths = tc.widths })
+		_, err := DecodeManifest(data)
+		if tc.ok && err != nil {
+			t.Errorf("cut_widths %v: %v", tc.widths, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrCorrupt) {
+			t.Errorf("cut_widths %v: %v, want ErrCorrupt", tc.widths, err)
+		}
+	}
+	// An empty list is not the canonical form (the member is omitted).
+	data := edit(t, `"width_at_write": `, `"cut_widths": [],
+ "width_at_write": `)
+	if _, err := DecodeManifest(data); err == nil {
+		t.Fatal("an empty cut_widths was accepted")
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -53,6 +54,11 @@ type Header struct {
 	States       []snapshotfmt.State
 	Lineage      []snapshotfmt.Lineage
 	Tool         string
+	// CutWidths are widths whose workers' bucket ranges every file is cut
+	// at (besides the size cut), so a start at any of them ingests whole
+	// files; recorded in the manifest (cut_widths). Sorted and deduplicated
+	// here; widths outside 1..snapshotfmt.MaxWidth are refused.
+	CutWidths []int
 }
 
 // Snapshot is a snapshot under construction.
@@ -61,7 +67,13 @@ type Snapshot struct {
 	header Header
 	opts   Options
 	wopts  sstable.WriterOptions
-	states map[uint16]bool
+	// states[id] is true for the ids of the states table (an array, not a
+	// map: Add looks it up for every entry).
+	states *[1 << 16]bool
+	// cuts[b] counts the buckets in 1..b at which a worker of a cut width
+	// begins: a file holding buckets a and b must have cuts[a] == cuts[b].
+	// nil without cut widths.
+	cuts []uint32
 
 	mu            sync.Mutex
 	files         []snapshotfmt.DataFile
@@ -116,7 +128,35 @@ func Create(target string, h Header, opts Options) (*Snapshot, error) {
 	default:
 		return nil, fmt.Errorf("%w: compression %q: want snappy, zstd or none", snapshotfmt.ErrInvalidArgument, opts.Compression)
 	}
-	states := map[uint16]bool{}
+	n := int(h.Partitioning.Buckets)
+	widths := slices.Clone(h.CutWidths)
+	slices.Sort(widths)
+	h.CutWidths = slices.Compact(widths)
+	var cutAt []bool
+	var cuts []uint32
+	for _, w := range h.CutWidths {
+		if w < 1 || w > snapshotfmt.MaxWidth {
+			return nil, fmt.Errorf("%w: cut width %d: want 1..%d", snapshotfmt.ErrInvalidArgument, w, snapshotfmt.MaxWidth)
+		}
+		if cutAt == nil {
+			cutAt = make([]bool, n)
+		}
+		for b := 1; b < n; b++ {
+			if snapshotfmt.OwnerOf(b, w, n) != snapshotfmt.OwnerOf(b-1, w, n) {
+				cutAt[b] = true
+			}
+		}
+	}
+	if cutAt != nil {
+		cuts = make([]uint32, n)
+		for b := 1; b < n; b++ {
+			cuts[b] = cuts[b-1]
+			if cutAt[b] {
+				cuts[b]++
+			}
+		}
+	}
+	states := new([1 << 16]bool)
 	for _, s := range h.States {
 		states[s.ID] = true
 	}
@@ -130,9 +170,8 @@ func Create(target string, h Header, opts Options) (*Snapshot, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	n := int(h.Partitioning.Buckets)
 	return &Snapshot{
-		stage: st, header: h, opts: opts, wopts: wo, states: states,
+		stage: st, header: h, opts: opts, wopts: wo, states: states, cuts: cuts,
 		bucketEntries: make([]uint64, n), bucketBytes: make([]uint64, n),
 		stateEntries: map[uint16]uint64{}, syncSem: make(chan struct{}, maxBackgroundSyncs),
 	}, nil
@@ -205,6 +244,12 @@ func (bw *BucketWriter) Add(key, value []byte) error {
 		return fmt.Errorf("%w: key %x after %x", ErrOutOfOrder, key, bw.last)
 	}
 	b := int64(dk.Bucket)
+	if bw.cur != nil && b != bw.curBucket && bw.s.cuts != nil && bw.s.cuts[b] != bw.s.cuts[bw.curBucket] {
+		// A worker of a cut width begins at or before this bucket.
+		if err := bw.finishFile(); err != nil {
+			return err
+		}
+	}
 	if bw.cur != nil {
 		size := int64(bw.cur.w.Raw().EstimatedSize())
 		if size >= bw.s.opts.FileSize && (b != bw.curBucket || bw.curBucketBytes >= bw.s.opts.FileSize || int64(bw.cur.bucketLo) == b) {
@@ -449,6 +494,7 @@ func (s *Snapshot) manifest() *snapshotfmt.Manifest {
 		Tool:          s.header.Tool,
 		Partitioning:  s.header.Partitioning,
 		WidthAtWrite:  s.header.WidthAtWrite,
+		CutWidths:     s.header.CutWidths,
 		States:        states,
 		Files:         files,
 		BucketEntries: s.bucketEntries,

@@ -43,6 +43,7 @@ type inspectReport struct {
 	Tool         string                    `json:"tool"`
 	Partitioning snapshotfmt.Partitioning  `json:"partitioning"`
 	WidthAtWrite int                       `json:"width_at_write"`
+	CutWidths    []int                     `json:"cut_widths"`
 	Entries      uint64                    `json:"entries"`
 	LogicalBytes uint64                    `json:"logical_bytes"`
 	DataBytes    int64                     `json:"data_bytes"`
@@ -69,7 +70,7 @@ func runInspect(cmd *cobra.Command, g *globalOptions, dir string, topKeys int) e
 	rep := inspectReport{
 		Snapshot: dir, Format: m.Format, Version: m.Version, TableFormat: m.TableFormat,
 		Created: m.Created, Tool: m.Tool,
-		Partitioning: m.Partitioning, WidthAtWrite: m.WidthAtWrite,
+		Partitioning: m.Partitioning, WidthAtWrite: m.WidthAtWrite, CutWidths: append([]int{}, m.CutWidths...),
 		Entries: m.TotalEntries(), LogicalBytes: m.TotalBytes(), DataBytes: m.DataBytes(),
 		States: m.States, WorkerStates: m.WorkerStates, Files: m.Files, Lineage: m.Lineage,
 		Load: plan.LoadAt(m, m.WidthAtWrite), Histogram: plan.BucketHistogram(m.BucketBytes, 10),
@@ -106,6 +107,9 @@ func renderInspect(w io.Writer, r *inspectReport) {
 	fmt.Fprintf(w, "written      %s by %s\n", r.Created.Format("2006-01-02 15:04:05Z07:00"), r.Tool)
 	fmt.Fprintf(w, "partitioning %d buckets, %s mapping of %s\n", r.Partitioning.Buckets, r.Partitioning.Mapping, r.Partitioning.Hash)
 	fmt.Fprintf(w, "width        %d workers at write (at most %d can own state)\n", r.WidthAtWrite, r.Partitioning.Buckets)
+	if len(r.CutWidths) > 0 {
+		fmt.Fprintf(w, "cut for      widths %s: a load at these ingests every data file whole\n", compactInts(r.CutWidths))
+	}
 	fmt.Fprintf(w, "totals       %s entries, %s logical, %s in %d data files\n",
 		units.Count(r.Entries), units.Bytes(int64(r.LogicalBytes)), units.Bytes(r.DataBytes), len(r.Files))
 	for _, warn := range r.Warnings {

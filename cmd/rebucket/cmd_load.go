@@ -107,17 +107,21 @@ type loadReport struct {
 	Partitioning snapshotfmt.Partitioning `json:"partitioning"`
 	Assignment   reader.Assignment        `json:"assignment"`
 	Clip         reader.ClipMode          `json:"clip"`
-	Workers      []loadWorker             `json:"workers"`
-	Entries      uint64                   `json:"entries_expected"`
-	StoreEntries uint64                   `json:"entries_in_stores"`
-	Complete     bool                     `json:"complete"` // every worker was built
-	Verified     bool                     `json:"verified"`
-	IngestTime   time.Duration            `json:"-"`
-	PrepareTime  time.Duration            `json:"-"`
-	RewriteTime  time.Duration            `json:"-"`
-	BuildTime    time.Duration            `json:"-"`
-	VerifyTime   time.Duration            `json:"-"`
-	Time         time.Duration            `json:"-"`
+	// FilesCut is true when the snapshot's files were cut for this width
+	// (no file straddles two workers): every file is ingested whole.
+	FilesCut     bool          `json:"files_cut_for_width"`
+	CutWidths    []int         `json:"cut_widths"`
+	Workers      []loadWorker  `json:"workers"`
+	Entries      uint64        `json:"entries_expected"`
+	StoreEntries uint64        `json:"entries_in_stores"`
+	Complete     bool          `json:"complete"` // every worker was built
+	Verified     bool          `json:"verified"`
+	IngestTime   time.Duration `json:"-"`
+	PrepareTime  time.Duration `json:"-"`
+	RewriteTime  time.Duration `json:"-"`
+	BuildTime    time.Duration `json:"-"`
+	VerifyTime   time.Duration `json:"-"`
+	Time         time.Duration `json:"-"`
 	// The times in seconds (ingest, prepare and rewrite summed over the
 	// workers), as every duration of --json.
 	IngestSeconds  float64  `json:"ingest_seconds"`
@@ -194,6 +198,7 @@ func runLoad(cmd *cobra.Command, g *globalOptions, o *loadOptions, src string) e
 	defer stage.Abort()
 	m := s.Manifest()
 	rep := loadReport{Snapshot: src, Into: stage.Target(), Partitioning: m.Partitioning, Assignment: l.Assignment(), Clip: clip,
+		FilesCut: plan.CutFor(m, l.Width()), CutWidths: append([]int{}, m.CutWidths...),
 		StaleRemoved: stage.Removed, Leftover: stage.Leftover,
 		Workers: make([]loadWorker, len(workers)), Complete: len(workers) == l.Width()}
 
@@ -321,6 +326,15 @@ func renderLoadReport(w io.Writer, r *loadReport) {
 		fmt.Fprintf(w, " (--on-excess idle: %d own nothing: workers %s)", len(a.Idle), compactInts(a.Idle))
 	}
 	fmt.Fprintln(w)
+	if r.FilesCut {
+		fmt.Fprintf(w, "  the data files were cut for %d workers: every file ingested whole\n", a.Width)
+	} else {
+		cut := "none"
+		if len(r.CutWidths) > 0 {
+			cut = compactInts(r.CutWidths)
+		}
+		fmt.Fprintf(w, "  the data files were not cut for %d workers (cut for: %s): files straddling two workers are clipped; `rewrite --for-width %d` cuts them\n", a.Width, cut, a.Width)
+	}
 	clipped := "rewritten"
 	if r.Clip == reader.ClipExcise {
 		clipped = "excised"

@@ -285,6 +285,11 @@ func renderWidthPlan(w io.Writer, p plan.WidthPlan) {
 		fmt.Fprintf(w, "NOT feasible as asked: at most %d workers can own state with %d buckets; %d of %d workers would own nothing (idle: %s)\n",
 			p.Buckets, p.Buckets, p.IdleCount, p.Width, plan.FormatRanges(p.IdleRanges, 16))
 	}
+	if p.FilesCut {
+		fmt.Fprintf(w, "  files: cut for this width: a load ingests every data file whole\n")
+	} else {
+		fmt.Fprintf(w, "  files: not cut for this width: a load clips the files that straddle workers (`rewrite --for-width %d` cuts them)\n", p.Width)
+	}
 	fmt.Fprintf(w, "  buckets to workers:\n")
 	const maxRows = 16
 	for i, row := range p.Table {

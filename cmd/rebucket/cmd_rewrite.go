@@ -27,6 +27,7 @@ type rewriteOptions struct {
 	compression               string
 	force, noVerify, dryRun   bool
 	dropStates, renameStates  []string
+	forWidths                 []string
 }
 
 func newRewriteCommand(g *globalOptions) *cobra.Command {
@@ -45,6 +46,13 @@ The strategy comes from the plan and is printed first:
            merge of the few old buckets that feed each new one
   shuffle  anything else: owners sort within --memory, spilling sorted runs
            to --tmp (default: beside TARGET), removed at the end
+
+Data files hold contiguous bucket ranges cut at --file-size, not one file
+per bucket: the file count follows the bytes written, not M. Files are also
+cut where the workers of the --for-width widths begin (recorded in the
+manifest as cut_widths), so a load at those widths ingests every file whole.
+New buckets that are ready before their turn wait within --memory, then in
+--tmp.
 
 Peak memory stays within --memory plus a fixed overhead of about 96 MiB.
 SOURCE is only read. TARGET must not exist or be empty (else --force, which
@@ -79,6 +87,7 @@ listed, and the exit code is 1.`,
 	f.BoolVar(&o.force, "force", false, "replace a non-empty TARGET once the new snapshot is complete")
 	f.BoolVar(&o.noVerify, "no-verify", false, "skip proving the output against SOURCE")
 	f.BoolVar(&o.dryRun, "dry-run", false, "run the checks and print the plan, write nothing: exit 0 when the rewrite would start, else the refusal's code")
+	f.StringSliceVar(&o.forWidths, "for-width", nil, "also cut data files where the workers of these widths begin, so a load at them ingests every file whole (repeatable or comma-separated; none: only the width at write; default: the widths that divide M with at least 4 buckets each, up to 64, and the width at write)")
 	f.StringArrayVar(&o.dropStates, "drop-state", nil, "leave out state STEP/NAME (repeatable; recorded in the lineage)")
 	f.StringArrayVar(&o.renameStates, "rename-state", nil, "rename state STEP/OLD=NEW (repeatable; recorded in the lineage)")
 	return cmd
@@ -121,6 +130,9 @@ func runRewrite(cmd *cobra.Command, g *globalOptions, o *rewriteOptions, source 
 		return usagef(fmt.Errorf("--file-size %q: want a size such as 128MiB", o.fileSize))
 	}
 	if err := checkFileSizeFlag(opts.FileSize, source); err != nil {
+		return err
+	}
+	if opts.ForWidths, err = parseForWidths(o.forWidths); err != nil {
 		return err
 	}
 	if opts.Compression, err = parseCompression(o.compression); err != nil {
