@@ -1,6 +1,7 @@
 package crashtest
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rebucket/rebucket/engine/spark"
 )
 
 // sparkDamageCheckpoints are the real pyspark 4.3 checkpoints the fuzzer
@@ -40,6 +43,11 @@ var sparkDamageCheckpoints = []struct{ name, locate string }{
 // 4 (damage is not a failure while working). A failed rewrite or export
 // leaves no target and nothing temporary; a rewrite that exits 0 publishes
 // a target that verify --against the damaged source accepts.
+//
+// The oracle is spark.Equal, in process, against the original: a copy
+// that does not read must fail every command that reads all committed
+// rows (verify, verify --against, rewrite, export); a copy that reads but
+// differs must fail verify --against.
 //
 // State files are checksummed (lz4 blocks, SST blocks, zip CRCs) but the
 // JSON logs and metadata are not: a flip there may still parse, and then
@@ -75,14 +83,15 @@ func TestDamagedCheckpointFuzzSpark(t *testing.T) {
 		args   []string
 		target string // written by the command; absent after a failure
 		codes  []int  // exit codes other than 0 and 2 that are right
+		reads  bool   // reads every committed row: must fail on unreadable damage
 	}
 	commandsFor := func(orig, key string) []command {
 		return []command{
 			{name: "inspect", args: []string{"inspect", sp}},
-			{name: "verify", args: []string{"verify", sp}, codes: []int{1}},
-			{name: "verify --against", args: []string{"verify", sp, "--against", orig}, codes: []int{1}},
-			{name: "rewrite", args: []string{"rewrite", sp, "--buckets", "5", "--out", out}, target: out, codes: []int{1, 3}},
-			{name: "export", args: []string{"export", sp, "--out", out}, target: out},
+			{name: "verify", args: []string{"verify", sp}, codes: []int{1}, reads: true},
+			{name: "verify --against", args: []string{"verify", sp, "--against", orig}, codes: []int{1}, reads: true},
+			{name: "rewrite", args: []string{"rewrite", sp, "--buckets", "5", "--out", out}, target: out, codes: []int{1, 3}, reads: true},
+			{name: "export", args: []string{"export", sp, "--out", out}, target: out, reads: true},
 			{name: "locate", args: []string{"locate", sp, key}},
 		}
 	}
@@ -106,6 +115,7 @@ func TestDamagedCheckpointFuzzSpark(t *testing.T) {
 	start := time.Now()
 	exits := map[string]map[int]int{}
 	kinds := map[string]int{}
+	classes := map[string]int{}
 	runs := 0
 	for it := range iters {
 		c := sparkDamageCheckpoints[rng.IntN(len(sparkDamageCheckpoints))]
@@ -143,6 +153,21 @@ func TestDamagedCheckpointFuzzSpark(t *testing.T) {
 		}
 		where := fmt.Sprintf("iteration %d: %s/%s flipped at %v", it, c.name, rel, flips)
 
+		// The in-process oracle: spark.Equal against the original reads
+		// every row of the committed version.
+		eq, oerr := spark.Equal(context.Background(), orig, sp, spark.ScanOptions{Parallelism: 1})
+		class := "unreadable"
+		switch {
+		case oerr == nil && eq.Equal:
+			class = "equal"
+		case oerr == nil:
+			class = "different"
+		}
+		classes[class]++
+		if class == "different" {
+			t.Logf("%s: reads, differs: %v", where, eq.Differences)
+		}
+
 		for _, cmd := range commandsFor(orig, c.locate) {
 			runs++
 			code, o, hung := runTimed(t, limit, append(cmd.args, "--quiet")...)
@@ -158,6 +183,12 @@ func TestDamagedCheckpointFuzzSpark(t *testing.T) {
 			}
 			switch {
 			case code == 0:
+				if cmd.reads && class == "unreadable" {
+					t.Errorf("%s: %s exit 0 on a checkpoint that does not read (%v)\n%s", where, cmd.name, oerr, o)
+				}
+				if cmd.name == "verify --against" && class == "different" {
+					t.Errorf("%s: verify --against the original exit 0, yet the checkpoint differs (%v)\n%s", where, eq.Differences, o)
+				}
 				if cmd.name == "rewrite" {
 					if vc, vo := run(t, "verify", out, "--against", sp, "--quiet"); vc != 0 {
 						t.Errorf("%s: rewrite exit 0 published a target that verify --against the damaged source rejects: exit %d\n%s", where, vc, vo)
@@ -187,8 +218,8 @@ func TestDamagedCheckpointFuzzSpark(t *testing.T) {
 		}
 		os.RemoveAll(sp)
 	}
-	t.Logf("%d iterations (seed %d; damaged files by kind %v), %d command runs in %v; exit codes by command: %v",
-		iters, fseed, kinds, runs, time.Since(start).Round(time.Second), exits)
+	t.Logf("%d iterations (seed %d; damaged files by kind %v; %v), %d command runs in %v; exit codes by command: %v",
+		iters, fseed, kinds, classes, runs, time.Since(start).Round(time.Second), exits)
 }
 
 // sparkFileKind names what a checkpoint file is, for the report.
