@@ -1,12 +1,15 @@
 package spark
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/rebucket/rebucket/internal/fsx"
+	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
 // deadSparkRunDir makes what a SIGKILLed rewrite leaves beside its target:
@@ -67,6 +70,52 @@ func TestRewriteRemovesDeadRunsLeftovers(t *testing.T) {
 			eq, err := Equal(context.Background(), src, dst, ScanOptions{})
 			if err != nil || !eq.Equal {
 				t.Fatalf("rewritten checkpoint not equal to the source: %v %+v", err, eq)
+			}
+		})
+	}
+}
+
+// TestDamagedOperatorMetadataIsCorrupt: a flipped byte in a key of the
+// operator metadata JSON ("operatorInf)", "YtoreName") still parsed, as an
+// operator named "" with a store named "": inspect exit 0 listing it,
+// verify a finding ("does not support operator \"\""), rewrite refused as
+// unsupported (found by internal/crashtest TestDamagedCheckpointFuzzSpark,
+// seed 1). Spark refuses such a file; now it is ErrCorrupt, naming the
+// damage, for v1 and v2 (transformWithState) metadata alike.
+func TestDamagedOperatorMetadataIsCorrupt(t *testing.T) {
+	cases := []struct {
+		name, ckpt, file, old, new string
+	}{
+		{"operatorInfo key v1", "agg_string", "state/0/_metadata/metadata", `"operatorInfo"`, `"operatorInf)"`},
+		{"operatorName key v1", "agg_string", "state/0/_metadata/metadata", `"operatorName"`, `"operatorNamX"`},
+		{"storeName key v1", "agg_string", "state/0/_metadata/metadata", `"storeName"`, `"YtoreName"`},
+		{"operatorId v1", "two_op", "state/1/_metadata/metadata", `"operatorId":1`, `"operatorId":0`},
+		{"operatorName key v2", "tws", "state/0/_metadata/v2/2", `"operatorName"`, `"operatorNamX"`},
+		{"storeName key v2", "tws", "state/0/_metadata/v2/2", `"storeName"`, `"YtoreName"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "ckpt")
+			if err := copyTree(context.Background(), filepath.Join("testdata", "interop", tc.ckpt, "checkpoint"), dir); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open(dir); err != nil {
+				t.Fatalf("the undamaged copy: %v", err)
+			}
+			p := filepath.Join(dir, tc.file)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(b, []byte(tc.old)) {
+				t.Fatalf("%s holds no %s: %s", tc.file, tc.old, b)
+			}
+			if err := os.WriteFile(p, bytes.Replace(b, []byte(tc.old), []byte(tc.new), 1), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Open(dir)
+			if !errors.Is(err, snapshotfmt.ErrCorrupt) {
+				t.Fatalf("Open of damaged operator metadata: %v, want ErrCorrupt", err)
 			}
 		})
 	}
