@@ -436,6 +436,17 @@ func (c *Checkpoint) readOperator(id int, dir string) (*Operator, error) {
 	if len(op.Stores) == 0 {
 		return nil, fmt.Errorf("%w: operator metadata lists no state store", snapshotfmt.ErrCorrupt)
 	}
+	// Spark writes every field and refuses metadata missing one; JSON
+	// damage that renames a key would otherwise read as an operator
+	// named "" (refused as unsupported, a finding for verify).
+	if op.Name == "" || meta.OperatorInfo.OperatorID != id {
+		return nil, fmt.Errorf("%w: operator metadata names operator %d %q, in the directory of operator %d: the file is damaged", snapshotfmt.ErrCorrupt, meta.OperatorInfo.OperatorID, op.Name, id)
+	}
+	for _, s := range op.Stores {
+		if s == nil || s.Name == "" {
+			return nil, fmt.Errorf("%w: operator metadata lists a state store without a name: the file is damaged", snapshotfmt.ErrCorrupt)
+		}
+	}
 	if op.MetadataVersion == 2 {
 		if !twsOperators[op.Name] {
 			op.Unsupported = fmt.Sprintf("operator %q with v2 operator metadata", op.Name)

@@ -162,13 +162,19 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	res.NewBatch = base.Batch + 1
 	res.StateVersion = res.NewBatch + 1
 
-	tmp := filepath.Join(filepath.Dir(absDst), fsx.TempName(TempPrefix))
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(tmp)
-		}
-	}()
+	// The copy is staged in a run directory beside the target, locked for
+	// this run's life (fsx.MkdirRun): a run killed before it published
+	// leaves one that this and every later run into the same parent
+	// removes (fsx.RemoveStale; a live run's is left alone). The staged
+	// checkpoint is a child of it, so the lock file never reaches dst.
+	parent := filepath.Dir(absDst)
+	fsx.RemoveStale(nil, parent, TempPrefix)
+	runDir, err := fsx.MkdirRun(nil, parent, TempPrefix, 0o700)
+	if err != nil {
+		return nil, fmt.Errorf("create temporary directory beside the target: %w", err)
+	}
+	defer runDir.Remove()
+	tmp := filepath.Join(runDir.Path, "checkpoint")
 	if err := copyTree(ctx, c.Dir, tmp); err != nil {
 		return nil, fmt.Errorf("copying the checkpoint: %w", err)
 	}
@@ -233,7 +239,6 @@ func Rewrite(ctx context.Context, src, dst string, opts RewriteOptions) (*Rewrit
 	if err := os.Rename(tmp, absDst); err != nil {
 		return nil, err
 	}
-	ok = true
 	if err := fsx.SyncDir(nil, filepath.Dir(absDst)); err != nil {
 		return nil, err
 	}
