@@ -90,3 +90,24 @@ func rawSize(path string) int64 {
 		off += lz4java.HeaderLen + clen
 	}
 }
+
+// streamEstimate is the memory streamRows takes at version v: a table of
+// the deltas above the base (as loadEstimate counts them) and, when the
+// base is a delta, 8 bytes of key hash per row it streams. An UnsafeRow
+// record is at least 40 bytes (lengths, null bitsets, one field each in
+// key and value), so raw/4 bounds the hashes with room for growing them.
+func streamEstimate(pf *PartitionFiles, v int64) int64 {
+	snap, deltas, err := pf.Plan(v)
+	if err != nil {
+		return 0
+	}
+	var est int64
+	if snap == "" && len(deltas) > 0 {
+		est = rawSize(deltas[0]) / 4
+		deltas = deltas[1:]
+	}
+	for _, f := range deltas {
+		est += 2 * rawSize(f)
+	}
+	return est
+}

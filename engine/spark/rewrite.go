@@ -322,19 +322,34 @@ func (w *snapWriter) finish() (int64, error) {
 	return w.z.Written(), writeNew(crcPath(w.path), w.crc.side())
 }
 
-// rewriteStore loads every old partition at the committed version and
-// groups its rows into the M new snapshots.
+// rewriteStore reads every old partition at the committed version and
+// groups its rows into the M new snapshots. It first streams each
+// partition (streamRows, betting that a version without a snapshot starts
+// with a delta that holds each key once); if a bet is lost it removes what
+// it wrote and starts over loading each partition whole.
 func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tmp string, m int, version int64, gate *memGate, opts RewriteOptions) (*Fingerprint, int64, error) {
+	fp, n, err := rewriteStoreOnce(ctx, c, op, s, tmp, m, version, gate, opts, true)
+	if errors.Is(err, errBaseNotUnique) {
+		fp, n, err = rewriteStoreOnce(ctx, c, op, s, tmp, m, version, gate, opts, false)
+	}
+	return fp, n, err
+}
+
+func rewriteStoreOnce(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tmp string, m int, version int64, gate *memGate, opts RewriteOptions, stream bool) (*Fingerprint, int64, error) {
 	rel, err := filepath.Rel(c.Dir, op.Dir)
 	if err != nil {
 		return nil, 0, err
 	}
 	newOpDir := filepath.Join(tmp, rel)
 	ws := make([]*snapWriter, m)
+	done := false
 	defer func() {
 		for _, w := range ws {
 			if w != nil && w.f != nil {
 				w.f.Close()
+			}
+			if w != nil && !done {
+				os.Remove(w.path)
 			}
 		}
 	}()
@@ -353,14 +368,25 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			held, err := gate.acquire(gctx, loadEstimate(s.Dir(op.Dir, p), c.StateVersion()))
+			dir := s.Dir(op.Dir, p)
+			pf, err := ListPartition(dir)
+			if err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
+			}
+			// Streaming holds the deltas above the base (and the base's key
+			// hashes, 8 bytes a row); a whole load, the whole version.
+			need := loadEstimate(dir, c.StateVersion())
+			if stream {
+				need = streamEstimate(pf, c.StateVersion())
+			}
+			held, err := gate.acquire(gctx, need)
 			if err != nil {
 				return err
 			}
 			defer gate.release(held)
 			bufs := make([][]byte, m)
 			var local Fingerprint
-			_, size, err := ForEachRow(s.Dir(op.Dir, p), c.StateVersion(), func(k, v []byte) error {
+			row := func(k, v []byte) error {
 				r, err := unsaferow.NewRow(k, len(s.KeySchema.Fields))
 				if err != nil {
 					return err
@@ -382,7 +408,15 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 				}
 				local.add(k, v)
 				return nil
-			})
+			}
+			var size int64
+			streamed := false
+			if stream {
+				_, size, streamed, err = streamRows(pf, c.StateVersion(), true, row)
+			}
+			if !streamed && err == nil {
+				_, size, err = ForEachRow(dir, c.StateVersion(), row)
+			}
 			if err != nil {
 				return fmt.Errorf("partition %d: %w", p, err)
 			}
@@ -412,6 +446,7 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 		ws[q].f = nil
 		written += n
 	}
+	done = true
 	return fp, written, nil
 }
 

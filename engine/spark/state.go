@@ -9,8 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/rebucket/rebucket/internal/lz4java"
 	"github.com/rebucket/rebucket/snapshotfmt"
@@ -239,26 +242,18 @@ func LoadPartition(dir string, v int64) (*LoadedState, error) {
 }
 
 // ForEachRow calls fn for every row of the state of a store partition
-// directory at version v. A version made of one snapshot is streamed (a
-// snapshot holds each key once); otherwise the snapshot and deltas are
-// applied in memory first, as Spark does. fn's slices are valid only
-// during the call. It returns the files and compressed bytes read.
+// directory at version v. With a snapshot in the version, the snapshot is
+// streamed and only the deltas above it are held in memory (see
+// streamRows); a version of deltas alone is applied in memory first, as
+// Spark does. fn's slices are valid only during the call. It returns the
+// files and compressed bytes read.
 func ForEachRow(dir string, v int64, fn func(key, value []byte) error) (files int, size int64, err error) {
 	pf, err := ListPartition(dir)
 	if err != nil {
 		return 0, 0, err
 	}
-	snap, deltas, err := pf.Plan(v)
-	if err != nil {
-		return 0, 0, err
-	}
-	if snap != "" && len(deltas) == 0 {
-		st, err := os.Stat(snap)
-		if err != nil {
-			return 0, 0, err
-		}
-		_, err = ReadStateFile(snap, func(k, val []byte, _ bool) error { return fn(k, val) })
-		return 1, st.Size(), err
+	if files, size, ok, err := streamRows(pf, v, false, fn); ok || err != nil {
+		return files, size, err
 	}
 	ls, err := LoadPartition(dir, v)
 	if err != nil {
@@ -268,4 +263,91 @@ func ForEachRow(dir string, v int64, fn func(key, value []byte) error) (files in
 		return 0, 0, err
 	}
 	return ls.Files, ls.Bytes, nil
+}
+
+// errBaseNotUnique: the first delta of a version without a snapshot, which
+// streamRows streamed on the bet that it holds each key once, repeats or
+// deletes a key; the caller must start over and load the version whole.
+var errBaseNotUnique = errors.New("the first delta of the state version repeats or deletes a key")
+
+// streamRows calls fn for every row of version v holding only the deltas
+// above its base in memory: the base file is streamed, skipping every key
+// a later delta puts or deletes (the table keeps deletes as tombstones),
+// then the deltas' live rows follow. The base is the newest snapshot at or
+// below v (Spark writes each key once in a snapshot). Without a snapshot it
+// is the first delta only when optimistic, as a bet: a delta may put a key
+// twice or delete it, so the keys streamed from it are checked (their
+// 64-bit hashes, sorted, all differ, and it deletes no key that the later
+// deltas do not settle); a lost bet returns errBaseNotUnique after fn has
+// seen some rows. ok is false when there is nothing to stream (no snapshot
+// and not optimistic): the caller loads the version whole.
+func streamRows(pf *PartitionFiles, v int64, optimistic bool, fn func(key, value []byte) error) (files int, size int64, ok bool, err error) {
+	snap, deltas, err := pf.Plan(v)
+	if err != nil {
+		return 0, 0, true, err
+	}
+	base, isSnap := snap, true
+	if base == "" {
+		if !optimistic || len(deltas) == 0 {
+			return 0, 0, false, nil
+		}
+		base, deltas, isSnap = deltas[0], deltas[1:], false
+	}
+	over := newTable()
+	for _, f := range deltas {
+		st, err := os.Stat(f)
+		if err != nil {
+			return 0, 0, true, err
+		}
+		size += st.Size()
+		if _, err := ReadStateFile(f, func(k, val []byte, deleted bool) error {
+			if deleted {
+				over.tomb(k)
+			} else {
+				over.put(k, val)
+			}
+			return nil
+		}); err != nil {
+			return 0, 0, true, err
+		}
+		files++
+	}
+	st, err := os.Stat(base)
+	if err != nil {
+		return 0, 0, true, err
+	}
+	size += st.Size()
+	files++
+	var seen []uint64
+	if !isSnap {
+		seen = make([]uint64, 0, rawSize(base)/48)
+	}
+	_, err = ReadStateFile(base, func(k, val []byte, deleted bool) error {
+		if over.len() > 0 && over.has(k) {
+			return nil
+		}
+		if !isSnap {
+			if deleted {
+				return errBaseNotUnique
+			}
+			seen = append(seen, xxh3.Hash(k))
+		}
+		return fn(k, val)
+	})
+	if err != nil {
+		return 0, 0, true, err
+	}
+	if !isSnap {
+		slices.Sort(seen)
+		for i := 1; i < len(seen); i++ {
+			if seen[i] == seen[i-1] {
+				return 0, 0, true, errBaseNotUnique
+			}
+		}
+		seen = nil
+	}
+	if err := over.each(fn); err != nil {
+		return 0, 0, true, err
+	}
+	return files, size, true, nil
 }
