@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -29,26 +28,62 @@ const maxRecord = 256 << 20
 // fn's slices are valid only during the call.
 func ReadRecords(r io.Reader, allowDelete bool, fn func(key, value []byte, deleted bool) error) (int64, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var hdr [4]byte
-	var buf []byte
 	var n int64
-	readLen := func(what string) (int32, error) {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return 0, fmt.Errorf("%w: record %d: truncated %s length: %v", snapshotfmt.ErrCorrupt, n, what, noEOF(err))
-		}
-		return int32(binary.BigEndian.Uint32(hdr[:])), nil
-	}
+	var buf []byte
 	for {
-		kl, err := readLen("key")
-		if err != nil {
-			return n, err
+		// A record that fits the buffer is handed out in place (Peek);
+		// a larger one is read into buf.
+		b, err := br.Peek(8)
+		if len(b) < 4 {
+			return n, fmt.Errorf("%w: record %d: truncated key length: %v", snapshotfmt.ErrCorrupt, n, noEOF(peekErr(err)))
 		}
+		kl := int32(binary.BigEndian.Uint32(b))
 		if kl == -1 {
+			br.Discard(4)
 			break
 		}
 		if kl < 0 || kl > maxRecord {
 			return n, fmt.Errorf("%w: record %d: key length %d", snapshotfmt.ErrCorrupt, n, kl)
 		}
+		head := 4 + int(kl) + 4
+		if head <= br.Size() {
+			b, err = br.Peek(head)
+			if len(b) < head {
+				if len(b) < 4+int(kl) {
+					return n, fmt.Errorf("%w: record %d: truncated key: %v", snapshotfmt.ErrCorrupt, n, noEOF(peekErr(err)))
+				}
+				return n, fmt.Errorf("%w: record %d: truncated value length: %v", snapshotfmt.ErrCorrupt, n, noEOF(peekErr(err)))
+			}
+			vl := int32(binary.BigEndian.Uint32(b[head-4:]))
+			if vl == -1 {
+				if !allowDelete {
+					return n, fmt.Errorf("%w: record %d: a delete in a snapshot", snapshotfmt.ErrCorrupt, n)
+				}
+				if err := fn(b[4:4+kl], nil, true); err != nil {
+					return n, err
+				}
+				br.Discard(head)
+				n++
+				continue
+			}
+			if vl < 0 || vl > maxRecord {
+				return n, fmt.Errorf("%w: record %d: value length %d", snapshotfmt.ErrCorrupt, n, vl)
+			}
+			if total := head + int(vl); total <= br.Size() {
+				b, err = br.Peek(total)
+				if len(b) < total {
+					return n, fmt.Errorf("%w: record %d: truncated value: %v", snapshotfmt.ErrCorrupt, n, noEOF(peekErr(err)))
+				}
+				if err := fn(b[4:4+kl], b[head:total], false); err != nil {
+					return n, err
+				}
+				br.Discard(total)
+				n++
+				continue
+			}
+		}
+		// Slow path: the record is larger than the buffer.
+		br.Discard(4)
 		if cap(buf) < int(kl) {
 			buf = make([]byte, kl, max(int(kl), 2*cap(buf)))
 		}
@@ -56,10 +91,11 @@ func ReadRecords(r io.Reader, allowDelete bool, fn func(key, value []byte, delet
 		if _, err := io.ReadFull(br, key); err != nil {
 			return n, fmt.Errorf("%w: record %d: truncated key: %v", snapshotfmt.ErrCorrupt, n, noEOF(err))
 		}
-		vl, err := readLen("value")
-		if err != nil {
-			return n, err
+		var hdr [4]byte
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return n, fmt.Errorf("%w: record %d: truncated value length: %v", snapshotfmt.ErrCorrupt, n, noEOF(err))
 		}
+		vl := int32(binary.BigEndian.Uint32(hdr[:]))
 		if vl == -1 {
 			if !allowDelete {
 				return n, fmt.Errorf("%w: record %d: a delete in a snapshot", snapshotfmt.ErrCorrupt, n)
@@ -95,6 +131,14 @@ func ReadRecords(r io.Reader, allowDelete bool, fn func(key, value []byte, delet
 		return n, err
 	}
 	return n, nil
+}
+
+// peekErr is the error of a short Peek: the reader's, or EOF.
+func peekErr(err error) error {
+	if err == nil || err == bufio.ErrBufferFull {
+		return io.EOF
+	}
+	return err
 }
 
 func noEOF(err error) error {
@@ -277,7 +321,7 @@ var errBaseNotUnique = errors.New("the first delta of the state version repeats 
 // below v (Spark writes each key once in a snapshot). Without a snapshot it
 // is the first delta only when optimistic, as a bet: a delta may put a key
 // twice or delete it, so the keys streamed from it are checked (their
-// 64-bit hashes, sorted, all differ, and it deletes no key that the later
+// 64-bit hashes all differ, and it deletes no key that the later
 // deltas do not settle); a lost bet returns errBaseNotUnique after fn has
 // seen some rows. ok is false when there is nothing to stream (no snapshot
 // and not optimistic): the caller loads the version whole.
@@ -318,10 +362,7 @@ func streamRows(pf *PartitionFiles, v int64, optimistic bool, fn func(key, value
 	}
 	size += st.Size()
 	files++
-	var seen []uint64
-	if !isSnap {
-		seen = make([]uint64, 0, rawSize(base)/48)
-	}
+	var seen hashSeen
 	_, err = ReadStateFile(base, func(k, val []byte, deleted bool) error {
 		if over.len() > 0 && over.has(k) {
 			return nil
@@ -330,7 +371,7 @@ func streamRows(pf *PartitionFiles, v int64, optimistic bool, fn func(key, value
 			if deleted {
 				return errBaseNotUnique
 			}
-			seen = append(seen, xxh3.Hash(k))
+			seen.add(xxh3.Hash(k))
 		}
 		return fn(k, val)
 	})
@@ -338,13 +379,9 @@ func streamRows(pf *PartitionFiles, v int64, optimistic bool, fn func(key, value
 		return 0, 0, true, err
 	}
 	if !isSnap {
-		slices.Sort(seen)
-		for i := 1; i < len(seen); i++ {
-			if seen[i] == seen[i-1] {
-				return 0, 0, true, errBaseNotUnique
-			}
+		if seen.hasDup() {
+			return 0, 0, true, errBaseNotUnique
 		}
-		seen = nil
 	}
 	if err := over.each(fn); err != nil {
 		return 0, 0, true, err

@@ -8,10 +8,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
 	"github.com/rebucket/rebucket/internal/lz4java"
+	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
 type rec struct {
@@ -231,4 +233,54 @@ func TestRewriteFallsBackOnRepeatedKey(t *testing.T) {
 		}
 	}
 	sameRows(t, "rewritten", got, want)
+}
+
+// ReadRecords hands out every record as written, records larger than its
+// buffer and deletes included, and calls a stream cut anywhere damage.
+func TestReadRecordsRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var recs []rec
+	var raw []byte
+	for i := range 300 {
+		n := r.IntN(64)
+		if i%50 == 7 {
+			n = 64<<10 + r.IntN(70<<10) // beyond the 64 KiB buffer
+		}
+		k := fmt.Sprintf("k%d-%s", i, bytes.Repeat([]byte{'x'}, r.IntN(40)))
+		if i%97 == 3 {
+			k = string(bytes.Repeat([]byte{'K'}, 70<<10)) + strconv.Itoa(i)
+		}
+		rc := rec{k: k, v: string(bytes.Repeat([]byte{byte(i)}, n)), del: i%11 == 0}
+		if rc.del {
+			rc.v = ""
+		}
+		recs = append(recs, rc)
+		raw = AppendRecord(raw, []byte(rc.k), []byte(rc.v), rc.del)
+	}
+	raw = append(raw, EndRecord...)
+	var got []rec
+	n, err := ReadRecords(bytes.NewReader(raw), true, func(k, v []byte, del bool) error {
+		got = append(got, rec{k: string(k), v: string(v), del: del})
+		return nil
+	})
+	if err != nil || n != int64(len(recs)) {
+		t.Fatalf("n %d err %v", n, err)
+	}
+	for i := range recs {
+		if got[i] != recs[i] {
+			t.Fatalf("record %d differs", i)
+		}
+	}
+	for _, cut := range []int{0, 3, 5, 9, 100, len(raw) / 2, len(raw) - 5, len(raw) - 1} {
+		_, err := ReadRecords(bytes.NewReader(raw[:cut]), true, func(k, v []byte, del bool) error { return nil })
+		if !errors.Is(err, snapshotfmt.ErrCorrupt) {
+			t.Fatalf("cut at %d: %v, want ErrCorrupt", cut, err)
+		}
+	}
+	if _, err := ReadRecords(bytes.NewReader(append(slices.Clone(raw), 0)), true, func(k, v []byte, del bool) error { return nil }); !errors.Is(err, snapshotfmt.ErrCorrupt) {
+		t.Fatalf("trailing byte: %v", err)
+	}
+	if _, err := ReadRecords(bytes.NewReader(raw), false, func(k, v []byte, del bool) error { return nil }); !errors.Is(err, snapshotfmt.ErrCorrupt) {
+		t.Fatalf("delete in a snapshot: %v", err)
+	}
 }
