@@ -12,10 +12,11 @@ import (
 	"github.com/rebucket/rebucket/plan"
 )
 
-// A store partition is loaded whole (as Spark's HDFS-backed provider
-// holds it), so memory is bounded by how many are loaded at once: each
-// load first takes its estimated size from a budget; one larger than the
-// whole budget runs alone.
+// A store partition is streamed where it can be (streamRows: only the
+// deltas above the base file are held) and otherwise loaded whole, as
+// Spark's HDFS-backed provider holds it; memory is bounded by how many are
+// read at once: each read first takes its estimated size from a budget;
+// one larger than the whole budget runs alone.
 
 // memGate admits partition loads within a memory budget.
 type memGate struct {

@@ -35,9 +35,11 @@ type RewriteOptions struct {
 	// last commit), the new batch starts after them, and the state is the
 	// committed one, so their input is not reprocessed.
 	SkipUncommitted bool
-	// Memory bounds the state partitions loaded at once, by their
-	// estimated size (default plan.DefaultMemory()). A partition is loaded
-	// whole, as Spark holds it; one larger than Memory is loaded alone.
+	// Memory bounds the state partitions read at once, by their estimated
+	// size (default plan.DefaultMemory()). A partition is streamed, holding
+	// only the deltas above its snapshot (or above its first delta, plus 8
+	// bytes a row of that delta); one that cannot be streamed is loaded
+	// whole, as Spark holds it. One larger than Memory is read alone.
 	Memory int64
 	// TmpDir is unused: the new checkpoint is written beside the target.
 	TmpDir string
