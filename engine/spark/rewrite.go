@@ -414,7 +414,7 @@ func rewriteStoreOnce(ctx context.Context, c *Checkpoint, op *Operator, s *Store
 			var size int64
 			streamed := false
 			if stream {
-				_, size, streamed, err = streamRows(pf, c.StateVersion(), true, row)
+				_, size, streamed, err = streamRows(pf, c.StateVersion(), betOnDelta, row)
 			}
 			if !streamed && err == nil {
 				_, size, err = ForEachRow(dir, c.StateVersion(), row)

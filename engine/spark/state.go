@@ -288,15 +288,27 @@ func LoadPartition(dir string, v int64) (*LoadedState, error) {
 // ForEachRow calls fn for every row of the state of a store partition
 // directory at version v. With a snapshot in the version, the snapshot is
 // streamed and only the deltas above it are held in memory (see
-// streamRows); a version of deltas alone is applied in memory first, as
-// Spark does. fn's slices are valid only during the call. It returns the
-// files and compressed bytes read.
+// streamRows); so is the first delta of a version of deltas alone once a
+// first read has shown it holds each key once. Otherwise the version is
+// applied in memory first, as Spark does. fn's slices are valid only
+// during the call. It returns the files and compressed bytes read.
 func ForEachRow(dir string, v int64, fn func(key, value []byte) error) (files int, size int64, err error) {
 	pf, err := ListPartition(dir)
 	if err != nil {
 		return 0, 0, err
 	}
-	if files, size, ok, err := streamRows(pf, v, false, fn); ok || err != nil {
+	mode := snapshotBase
+	if snap, deltas, err := pf.Plan(v); err == nil && snap == "" && len(deltas) > 0 {
+		// fn cannot be undone, so the bet streamRows makes is checked first.
+		unique, err := uniqueKeys(deltas[0])
+		if err != nil {
+			return 0, 0, err
+		}
+		if unique {
+			mode = checkedDelta
+		}
+	}
+	if files, size, ok, err := streamRows(pf, v, mode, fn); ok || err != nil {
 		return files, size, err
 	}
 	ls, err := LoadPartition(dir, v)
@@ -309,30 +321,60 @@ func ForEachRow(dir string, v int64, fn func(key, value []byte) error) (files in
 	return ls.Files, ls.Bytes, nil
 }
 
+// uniqueKeys says whether the state file at path puts each key once and
+// deletes none.
+func uniqueKeys(path string) (bool, error) {
+	var seen hashSeen
+	errDel := errors.New("a delete")
+	_, err := ReadStateFile(path, func(k, _ []byte, deleted bool) error {
+		if deleted {
+			return errDel
+		}
+		seen.add(xxh3.Hash(k))
+		return nil
+	})
+	if errors.Is(err, errDel) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !seen.hasDup(), nil
+}
+
 // errBaseNotUnique: the first delta of a version without a snapshot, which
 // streamRows streamed on the bet that it holds each key once, repeats or
 // deletes a key; the caller must start over and load the version whole.
 var errBaseNotUnique = errors.New("the first delta of the state version repeats or deletes a key")
+
+// baseMode says which file streamRows may stream.
+type baseMode int
+
+const (
+	snapshotBase baseMode = iota // only a snapshot
+	betOnDelta                   // or the first delta, checked as it goes
+	checkedDelta                 // or the first delta, known to hold each key once
+)
 
 // streamRows calls fn for every row of version v holding only the deltas
 // above its base in memory: the base file is streamed, skipping every key
 // a later delta puts or deletes (the table keeps deletes as tombstones),
 // then the deltas' live rows follow. The base is the newest snapshot at or
 // below v (Spark writes each key once in a snapshot). Without a snapshot it
-// is the first delta only when optimistic, as a bet: a delta may put a key
+// is the first delta when mode allows, checkedDelta, or betOnDelta as a bet: a delta may put a key
 // twice or delete it, so the keys streamed from it are checked (their
 // 64-bit hashes all differ, and it deletes no key that the later
 // deltas do not settle); a lost bet returns errBaseNotUnique after fn has
 // seen some rows. ok is false when there is nothing to stream (no snapshot
-// and not optimistic): the caller loads the version whole.
-func streamRows(pf *PartitionFiles, v int64, optimistic bool, fn func(key, value []byte) error) (files int, size int64, ok bool, err error) {
+// and mode snapshotBase): the caller loads the version whole.
+func streamRows(pf *PartitionFiles, v int64, mode baseMode, fn func(key, value []byte) error) (files int, size int64, ok bool, err error) {
 	snap, deltas, err := pf.Plan(v)
 	if err != nil {
 		return 0, 0, true, err
 	}
 	base, isSnap := snap, true
 	if base == "" {
-		if !optimistic || len(deltas) == 0 {
+		if mode == snapshotBase || len(deltas) == 0 {
 			return 0, 0, false, nil
 		}
 		base, deltas, isSnap = deltas[0], deltas[1:], false
@@ -367,7 +409,7 @@ func streamRows(pf *PartitionFiles, v int64, optimistic bool, fn func(key, value
 		if over.len() > 0 && over.has(k) {
 			return nil
 		}
-		if !isSnap {
+		if !isSnap && mode == betOnDelta {
 			if deleted {
 				return errBaseNotUnique
 			}
@@ -378,7 +420,7 @@ func streamRows(pf *PartitionFiles, v int64, optimistic bool, fn func(key, value
 	if err != nil {
 		return 0, 0, true, err
 	}
-	if !isSnap {
+	if !isSnap && mode == betOnDelta {
 		if seen.hasDup() {
 			return 0, 0, true, errBaseNotUnique
 		}

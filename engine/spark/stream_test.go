@@ -113,7 +113,7 @@ func TestStreamRowsMatchesLoad(t *testing.T) {
 					t.Fatal(err)
 				}
 				got, err := collect(t, func(fn func(k, v []byte) error) error {
-					_, _, ok, err := streamRows(pf, v, true, fn)
+					_, _, ok, err := streamRows(pf, v, betOnDelta, fn)
 					if !ok {
 						t.Fatal("not streamed")
 					}
@@ -150,12 +150,12 @@ func TestStreamRowsFirstDeltaNotUnique(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, _, _, err = streamRows(pf, 1, true, func(k, v []byte) error { return nil })
+			_, _, _, err = streamRows(pf, 1, betOnDelta, func(k, v []byte) error { return nil })
 			if !errors.Is(err, errBaseNotUnique) {
 				t.Fatalf("err %v, want errBaseNotUnique", err)
 			}
 			// Not optimistic: nothing streamed, the caller loads it whole.
-			if _, _, ok, err := streamRows(pf, 1, false, func(k, v []byte) error { return nil }); ok || err != nil {
+			if _, _, ok, err := streamRows(pf, 1, snapshotBase, func(k, v []byte) error { return nil }); ok || err != nil {
 				t.Fatalf("not optimistic: ok %v err %v", ok, err)
 			}
 			got, err := collect(t, func(fn func(k, v []byte) error) error {
