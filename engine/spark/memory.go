@@ -40,24 +40,23 @@ func (g *memGate) acquire(ctx context.Context, need int64) (int64, error) {
 
 func (g *memGate) release(n int64) { g.sem.Release(n) }
 
-// loadEstimate is the memory a partition's table takes at version v:
-// the raw bytes of its files (read from the lz4 block headers, without
-// decompressing) for the arena, as much again for the index.
+// loadEstimate is the memory reading a partition at version v takes: the
+// table of the files it holds, twice their raw bytes (read from the lz4
+// block headers, without decompressing: the arena and as much again for
+// the index). A snapshot is streamed, so only the deltas above it count;
+// a version of deltas alone counts whole, as it is loaded whole when its
+// first delta cannot be streamed (streaming it holds far less: 8 bytes a
+// row of that delta and the later deltas' table).
 func loadEstimate(dir string, v int64) int64 {
 	pf, err := ListPartition(dir)
 	if err != nil {
 		return 0
 	}
-	snap, deltas, err := pf.Plan(v)
+	_, deltas, err := pf.Plan(v)
 	if err != nil {
 		return 0
 	}
-	if snap != "" {
-		if len(deltas) == 0 {
-			return 0 // streamed, see ForEachRow
-		}
-		deltas = append(deltas, snap)
-	}
+	// With a snapshot, only the deltas above it are held (streamRows).
 	var raw int64
 	for _, f := range deltas {
 		raw += rawSize(f)
@@ -90,25 +89,4 @@ func rawSize(path string) int64 {
 		raw += rlen
 		off += lz4java.HeaderLen + clen
 	}
-}
-
-// streamEstimate is the memory streamRows takes at version v: a table of
-// the deltas above the base (as loadEstimate counts them) and, when the
-// base is a delta, 8 bytes of key hash per row it streams. An UnsafeRow
-// record is at least 40 bytes (lengths, null bitsets, one field each in
-// key and value), so raw/4 bounds the hashes with room for growing them.
-func streamEstimate(pf *PartitionFiles, v int64) int64 {
-	snap, deltas, err := pf.Plan(v)
-	if err != nil {
-		return 0
-	}
-	var est int64
-	if snap == "" && len(deltas) > 0 {
-		est = rawSize(deltas[0]) / 4
-		deltas = deltas[1:]
-	}
-	for _, f := range deltas {
-		est += 2 * rawSize(f)
-	}
-	return est
 }

@@ -370,18 +370,7 @@ func rewriteStoreOnce(ctx context.Context, c *Checkpoint, op *Operator, s *Store
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			dir := s.Dir(op.Dir, p)
-			pf, err := ListPartition(dir)
-			if err != nil {
-				return fmt.Errorf("partition %d: %w", p, err)
-			}
-			// Streaming holds the deltas above the base (and the base's key
-			// hashes, 8 bytes a row); a whole load, the whole version.
-			need := loadEstimate(dir, c.StateVersion())
-			if stream {
-				need = streamEstimate(pf, c.StateVersion())
-			}
-			held, err := gate.acquire(gctx, need)
+			held, err := gate.acquire(gctx, loadEstimate(s.Dir(op.Dir, p), c.StateVersion()))
 			if err != nil {
 				return err
 			}
@@ -413,14 +402,20 @@ func rewriteStoreOnce(ctx context.Context, c *Checkpoint, op *Operator, s *Store
 			}
 			var size int64
 			streamed := false
+			dir := s.Dir(op.Dir, p)
 			if stream {
-				_, size, streamed, err = streamRows(pf, c.StateVersion(), betOnDelta, row)
+				pf, err := ListPartition(dir)
+				if err != nil {
+					return fmt.Errorf("partition %d: %w", p, err)
+				}
+				if _, size, streamed, err = streamRows(pf, c.StateVersion(), betOnDelta, row); err != nil {
+					return fmt.Errorf("partition %d: %w", p, err)
+				}
 			}
-			if !streamed && err == nil {
-				_, size, err = ForEachRow(dir, c.StateVersion(), row)
-			}
-			if err != nil {
-				return fmt.Errorf("partition %d: %w", p, err)
+			if !streamed {
+				if _, size, err = ForEachRow(dir, c.StateVersion(), row); err != nil {
+					return fmt.Errorf("partition %d: %w", p, err)
+				}
 			}
 			for q, b := range bufs {
 				if len(b) > 0 {
