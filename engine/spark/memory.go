@@ -12,10 +12,11 @@ import (
 	"github.com/rebucket/rebucket/plan"
 )
 
-// A store partition is loaded whole (as Spark's HDFS-backed provider
-// holds it), so memory is bounded by how many are loaded at once: each
-// load first takes its estimated size from a budget; one larger than the
-// whole budget runs alone.
+// A store partition is streamed where it can be (streamRows: only the
+// deltas above the base file are held) and otherwise loaded whole, as
+// Spark's HDFS-backed provider holds it; memory is bounded by how many are
+// read at once: each read first takes its estimated size from a budget;
+// one larger than the whole budget runs alone.
 
 // memGate admits partition loads within a memory budget.
 type memGate struct {
@@ -39,24 +40,23 @@ func (g *memGate) acquire(ctx context.Context, need int64) (int64, error) {
 
 func (g *memGate) release(n int64) { g.sem.Release(n) }
 
-// loadEstimate is the memory a partition's table takes at version v:
-// the raw bytes of its files (read from the lz4 block headers, without
-// decompressing) for the arena, as much again for the index.
+// loadEstimate is the memory reading a partition at version v takes: the
+// table of the files it holds, twice their raw bytes (read from the lz4
+// block headers, without decompressing: the arena and as much again for
+// the index). A snapshot is streamed, so only the deltas above it count;
+// a version of deltas alone counts whole, as it is loaded whole when its
+// first delta cannot be streamed (streaming it holds far less: 8 bytes a
+// row of that delta and the later deltas' table).
 func loadEstimate(dir string, v int64) int64 {
 	pf, err := ListPartition(dir)
 	if err != nil {
 		return 0
 	}
-	snap, deltas, err := pf.Plan(v)
+	_, deltas, err := pf.Plan(v)
 	if err != nil {
 		return 0
 	}
-	if snap != "" {
-		if len(deltas) == 0 {
-			return 0 // streamed, see ForEachRow
-		}
-		deltas = append(deltas, snap)
-	}
+	// With a snapshot, only the deltas above it are held (streamRows).
 	var raw int64
 	for _, f := range deltas {
 		raw += rawSize(f)

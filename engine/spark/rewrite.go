@@ -35,9 +35,11 @@ type RewriteOptions struct {
 	// last commit), the new batch starts after them, and the state is the
 	// committed one, so their input is not reprocessed.
 	SkipUncommitted bool
-	// Memory bounds the state partitions loaded at once, by their
-	// estimated size (default plan.DefaultMemory()). A partition is loaded
-	// whole, as Spark holds it; one larger than Memory is loaded alone.
+	// Memory bounds the state partitions read at once, by their estimated
+	// size (default plan.DefaultMemory()). A partition is streamed, holding
+	// only the deltas above its snapshot (or above its first delta, plus 8
+	// bytes a row of that delta); one that cannot be streamed is loaded
+	// whole, as Spark holds it. One larger than Memory is read alone.
 	Memory int64
 	// TmpDir is unused: the new checkpoint is written beside the target.
 	TmpDir string
@@ -348,19 +350,34 @@ func (w *snapWriter) finish() (int64, error) {
 	return w.z.Written(), writeNew(crcPath(w.path), w.crc.side())
 }
 
-// rewriteStore loads every old partition at the committed version and
-// groups its rows into the M new snapshots.
+// rewriteStore reads every old partition at the committed version and
+// groups its rows into the M new snapshots. It first streams each
+// partition (streamRows, betting that a version without a snapshot starts
+// with a delta that holds each key once); if a bet is lost it removes what
+// it wrote and starts over loading each partition whole.
 func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tmp string, m int, version int64, gate *memGate, opts RewriteOptions) (*Fingerprint, int64, error) {
+	fp, n, err := rewriteStoreOnce(ctx, c, op, s, tmp, m, version, gate, opts, true)
+	if errors.Is(err, errBaseNotUnique) {
+		fp, n, err = rewriteStoreOnce(ctx, c, op, s, tmp, m, version, gate, opts, false)
+	}
+	return fp, n, err
+}
+
+func rewriteStoreOnce(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tmp string, m int, version int64, gate *memGate, opts RewriteOptions, stream bool) (*Fingerprint, int64, error) {
 	rel, err := filepath.Rel(c.Dir, op.Dir)
 	if err != nil {
 		return nil, 0, err
 	}
 	newOpDir := filepath.Join(tmp, rel)
 	ws := make([]*snapWriter, m)
+	done := false
 	defer func() {
 		for _, w := range ws {
 			if w != nil && w.f != nil {
 				w.f.Close()
+			}
+			if w != nil && !done {
+				os.Remove(w.path)
 			}
 		}
 	}()
@@ -386,7 +403,7 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 			defer gate.release(held)
 			bufs := make([][]byte, m)
 			var local Fingerprint
-			_, size, err := ForEachRow(s.Dir(op.Dir, p), c.StateVersion(), func(k, v []byte) error {
+			row := func(k, v []byte) error {
 				r, err := unsaferow.NewRow(k, len(s.KeySchema.Fields))
 				if err != nil {
 					return err
@@ -408,9 +425,23 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 				}
 				local.add(k, v)
 				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("partition %d: %w", p, err)
+			}
+			var size int64
+			streamed := false
+			dir := s.Dir(op.Dir, p)
+			if stream {
+				pf, err := ListPartition(dir)
+				if err != nil {
+					return fmt.Errorf("partition %d: %w", p, err)
+				}
+				if _, size, streamed, err = streamRows(pf, c.StateVersion(), betOnDelta, row); err != nil {
+					return fmt.Errorf("partition %d: %w", p, err)
+				}
+			}
+			if !streamed {
+				if _, size, err = ForEachRow(dir, c.StateVersion(), row); err != nil {
+					return fmt.Errorf("partition %d: %w", p, err)
+				}
 			}
 			for q, b := range bufs {
 				if len(b) > 0 {
@@ -438,6 +469,7 @@ func rewriteStore(ctx context.Context, c *Checkpoint, op *Operator, s *Store, tm
 		ws[q].f = nil
 		written += n
 	}
+	done = true
 	return fp, written, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/rebucket/rebucket/internal/lz4java"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
@@ -26,26 +28,62 @@ const maxRecord = 256 << 20
 // fn's slices are valid only during the call.
 func ReadRecords(r io.Reader, allowDelete bool, fn func(key, value []byte, deleted bool) error) (int64, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var hdr [4]byte
-	var buf []byte
 	var n int64
-	readLen := func(what string) (int32, error) {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return 0, fmt.Errorf("%w: record %d: truncated %s length: %v", snapshotfmt.ErrCorrupt, n, what, noEOF(err))
-		}
-		return int32(binary.BigEndian.Uint32(hdr[:])), nil
-	}
+	var buf []byte
 	for {
-		kl, err := readLen("key")
-		if err != nil {
-			return n, err
+		// A record that fits the buffer is handed out in place (Peek);
+		// a larger one is read into buf.
+		b, err := br.Peek(8)
+		if len(b) < 4 {
+			return n, fmt.Errorf("%w: record %d: truncated key length: %v", snapshotfmt.ErrCorrupt, n, noEOF(peekErr(err)))
 		}
+		kl := int32(binary.BigEndian.Uint32(b))
 		if kl == -1 {
+			br.Discard(4)
 			break
 		}
 		if kl < 0 || kl > maxRecord {
 			return n, fmt.Errorf("%w: record %d: key length %d", snapshotfmt.ErrCorrupt, n, kl)
 		}
+		head := 4 + int(kl) + 4
+		if head <= br.Size() {
+			b, err = br.Peek(head)
+			if len(b) < head {
+				if len(b) < 4+int(kl) {
+					return n, fmt.Errorf("%w: record %d: truncated key: %v", snapshotfmt.ErrCorrupt, n, noEOF(peekErr(err)))
+				}
+				return n, fmt.Errorf("%w: record %d: truncated value length: %v", snapshotfmt.ErrCorrupt, n, noEOF(peekErr(err)))
+			}
+			vl := int32(binary.BigEndian.Uint32(b[head-4:]))
+			if vl == -1 {
+				if !allowDelete {
+					return n, fmt.Errorf("%w: record %d: a delete in a snapshot", snapshotfmt.ErrCorrupt, n)
+				}
+				if err := fn(b[4:4+kl], nil, true); err != nil {
+					return n, err
+				}
+				br.Discard(head)
+				n++
+				continue
+			}
+			if vl < 0 || vl > maxRecord {
+				return n, fmt.Errorf("%w: record %d: value length %d", snapshotfmt.ErrCorrupt, n, vl)
+			}
+			if total := head + int(vl); total <= br.Size() {
+				b, err = br.Peek(total)
+				if len(b) < total {
+					return n, fmt.Errorf("%w: record %d: truncated value: %v", snapshotfmt.ErrCorrupt, n, noEOF(peekErr(err)))
+				}
+				if err := fn(b[4:4+kl], b[head:total], false); err != nil {
+					return n, err
+				}
+				br.Discard(total)
+				n++
+				continue
+			}
+		}
+		// Slow path: the record is larger than the buffer.
+		br.Discard(4)
 		if cap(buf) < int(kl) {
 			buf = make([]byte, kl, max(int(kl), 2*cap(buf)))
 		}
@@ -53,10 +91,11 @@ func ReadRecords(r io.Reader, allowDelete bool, fn func(key, value []byte, delet
 		if _, err := io.ReadFull(br, key); err != nil {
 			return n, fmt.Errorf("%w: record %d: truncated key: %v", snapshotfmt.ErrCorrupt, n, noEOF(err))
 		}
-		vl, err := readLen("value")
-		if err != nil {
-			return n, err
+		var hdr [4]byte
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return n, fmt.Errorf("%w: record %d: truncated value length: %v", snapshotfmt.ErrCorrupt, n, noEOF(err))
 		}
+		vl := int32(binary.BigEndian.Uint32(hdr[:]))
 		if vl == -1 {
 			if !allowDelete {
 				return n, fmt.Errorf("%w: record %d: a delete in a snapshot", snapshotfmt.ErrCorrupt, n)
@@ -92,6 +131,14 @@ func ReadRecords(r io.Reader, allowDelete bool, fn func(key, value []byte, delet
 		return n, err
 	}
 	return n, nil
+}
+
+// peekErr is the error of a short Peek: the reader's, or EOF.
+func peekErr(err error) error {
+	if err == nil || err == bufio.ErrBufferFull {
+		return io.EOF
+	}
+	return err
 }
 
 func noEOF(err error) error {
@@ -239,8 +286,10 @@ func LoadPartition(dir string, v int64) (*LoadedState, error) {
 }
 
 // ForEachRow calls fn for every row of the state of a store partition
-// directory at version v. A version made of one snapshot is streamed (a
-// snapshot holds each key once); otherwise the snapshot and deltas are
+// directory at version v. With a snapshot in the version, the snapshot is
+// streamed and only the deltas above it are held in memory (see
+// streamRows); so is the first delta of a version of deltas alone once a
+// first read has shown it holds each key once. Otherwise the version is
 // applied in memory first, as Spark does. fn's slices are valid only
 // during the call. It returns the files and compressed bytes read.
 func ForEachRow(dir string, v int64, fn func(key, value []byte) error) (files int, size int64, err error) {
@@ -248,17 +297,19 @@ func ForEachRow(dir string, v int64, fn func(key, value []byte) error) (files in
 	if err != nil {
 		return 0, 0, err
 	}
-	snap, deltas, err := pf.Plan(v)
-	if err != nil {
-		return 0, 0, err
-	}
-	if snap != "" && len(deltas) == 0 {
-		st, err := os.Stat(snap)
+	mode := snapshotBase
+	if snap, deltas, err := pf.Plan(v); err == nil && snap == "" && len(deltas) > 0 {
+		// fn cannot be undone, so the bet streamRows makes is checked first.
+		unique, err := uniqueKeys(deltas[0])
 		if err != nil {
 			return 0, 0, err
 		}
-		_, err = ReadStateFile(snap, func(k, val []byte, _ bool) error { return fn(k, val) })
-		return 1, st.Size(), err
+		if unique {
+			mode = checkedDelta
+		}
+	}
+	if files, size, ok, err := streamRows(pf, v, mode, fn); ok || err != nil {
+		return files, size, err
 	}
 	ls, err := LoadPartition(dir, v)
 	if err != nil {
@@ -268,4 +319,114 @@ func ForEachRow(dir string, v int64, fn func(key, value []byte) error) (files in
 		return 0, 0, err
 	}
 	return ls.Files, ls.Bytes, nil
+}
+
+// uniqueKeys says whether the state file at path puts each key once and
+// deletes none.
+func uniqueKeys(path string) (bool, error) {
+	var seen hashSeen
+	errDel := errors.New("a delete")
+	_, err := ReadStateFile(path, func(k, _ []byte, deleted bool) error {
+		if deleted {
+			return errDel
+		}
+		seen.add(xxh3.Hash(k))
+		return nil
+	})
+	if errors.Is(err, errDel) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !seen.hasDup(), nil
+}
+
+// errBaseNotUnique: the first delta of a version without a snapshot, which
+// streamRows streamed on the bet that it holds each key once, repeats or
+// deletes a key; the caller must start over and load the version whole.
+var errBaseNotUnique = errors.New("the first delta of the state version repeats or deletes a key")
+
+// baseMode says which file streamRows may stream.
+type baseMode int
+
+const (
+	snapshotBase baseMode = iota // only a snapshot
+	betOnDelta                   // or the first delta, checked as it goes
+	checkedDelta                 // or the first delta, known to hold each key once
+)
+
+// streamRows calls fn for every row of version v holding only the deltas
+// above its base in memory: the base file is streamed, skipping every key
+// a later delta puts or deletes (the table keeps deletes as tombstones),
+// then the deltas' live rows follow. The base is the newest snapshot at or
+// below v (Spark writes each key once in a snapshot). Without a snapshot it
+// is the first delta when mode allows, checkedDelta, or betOnDelta as a bet: a delta may put a key
+// twice or delete it, so the keys streamed from it are checked (their
+// 64-bit hashes all differ, and it deletes no key that the later
+// deltas do not settle); a lost bet returns errBaseNotUnique after fn has
+// seen some rows. ok is false when there is nothing to stream (no snapshot
+// and mode snapshotBase): the caller loads the version whole.
+func streamRows(pf *PartitionFiles, v int64, mode baseMode, fn func(key, value []byte) error) (files int, size int64, ok bool, err error) {
+	snap, deltas, err := pf.Plan(v)
+	if err != nil {
+		return 0, 0, true, err
+	}
+	base, isSnap := snap, true
+	if base == "" {
+		if mode == snapshotBase || len(deltas) == 0 {
+			return 0, 0, false, nil
+		}
+		base, deltas, isSnap = deltas[0], deltas[1:], false
+	}
+	over := newTable()
+	for _, f := range deltas {
+		st, err := os.Stat(f)
+		if err != nil {
+			return 0, 0, true, err
+		}
+		size += st.Size()
+		if _, err := ReadStateFile(f, func(k, val []byte, deleted bool) error {
+			if deleted {
+				over.tomb(k)
+			} else {
+				over.put(k, val)
+			}
+			return nil
+		}); err != nil {
+			return 0, 0, true, err
+		}
+		files++
+	}
+	st, err := os.Stat(base)
+	if err != nil {
+		return 0, 0, true, err
+	}
+	size += st.Size()
+	files++
+	var seen hashSeen
+	_, err = ReadStateFile(base, func(k, val []byte, deleted bool) error {
+		if over.len() > 0 && over.has(k) {
+			return nil
+		}
+		if !isSnap && mode == betOnDelta {
+			if deleted {
+				return errBaseNotUnique
+			}
+			seen.add(xxh3.Hash(k))
+		}
+		return fn(k, val)
+	})
+	if err != nil {
+		return 0, 0, true, err
+	}
+	if !isSnap && mode == betOnDelta {
+		if seen.hasDup() {
+			return 0, 0, true, errBaseNotUnique
+		}
+	}
+	if err := over.each(fn); err != nil {
+		return 0, 0, true, err
+	}
+	return files, size, true, nil
 }

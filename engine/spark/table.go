@@ -23,8 +23,13 @@ const chunkSize = 4 << 20
 
 func newTable() *table { return &table{idx: map[uint64]uint64{}} }
 
-// add appends a record to the arena and returns its ref (chunk<<32|offset).
-func (t *table) add(k, v []byte) uint64 {
+// tombLen in a record's value length marks a tombstone: the key was
+// deleted (an overlay of deltas on a snapshot must remember that).
+const tombLen = 0xFFFFFFFF
+
+// add appends a record to the arena and returns its ref (chunk<<32|offset);
+// v nil and tomb: a tombstone.
+func (t *table) add(k, v []byte, tomb bool) uint64 {
 	n := 8 + len(k) + len(v)
 	if len(t.chunks) == 0 || cap(t.chunks[len(t.chunks)-1])-len(t.chunks[len(t.chunks)-1]) < n {
 		t.chunks = append(t.chunks, make([]byte, 0, max(chunkSize, n)))
@@ -34,8 +39,12 @@ func (t *table) add(k, v []byte) uint64 {
 	off := len(c)
 	c = binary.LittleEndian.AppendUint32(c, uint32(len(k)))
 	c = append(c, k...)
-	c = binary.LittleEndian.AppendUint32(c, uint32(len(v)))
-	c = append(c, v...)
+	if tomb {
+		c = binary.LittleEndian.AppendUint32(c, tombLen)
+	} else {
+		c = binary.LittleEndian.AppendUint32(c, uint32(len(v)))
+		c = append(c, v...)
+	}
 	t.chunks[ci] = c
 	return uint64(ci)<<32 | uint64(off)
 }
@@ -56,15 +65,34 @@ func (t *table) at(ref uint64) (k, v []byte) {
 	k = c[4 : 4+kl]
 	c = c[4+kl:]
 	vl := binary.LittleEndian.Uint32(c)
+	if vl == tombLen {
+		return k, nil
+	}
 	return k, c[4 : 4+vl]
 }
 
-func (t *table) put(k, v []byte) {
+func (t *table) put(k, v []byte) { t.set(k, v, false) }
+
+// tomb records that k is deleted (put undoes it).
+func (t *table) tomb(k []byte) { t.set(k, nil, true) }
+
+// has says whether k has a record, live or tombstone.
+func (t *table) has(k []byte) bool {
+	if ref, ok := t.idx[xxh3.Hash(k)]; ok {
+		if ok, _ := t.keyIs(ref, k); ok {
+			return true
+		}
+	}
+	_, ok := t.over[string(k)]
+	return ok
+}
+
+func (t *table) set(k, v []byte, tomb bool) {
 	h := xxh3.Hash(k)
 	if ref, ok := t.idx[h]; ok {
 		if ok, _ := t.keyIs(ref, k); ok {
 			t.kill(ref)
-			t.idx[h] = t.add(k, v)
+			t.idx[h] = t.add(k, v, tomb)
 			return
 		}
 		if t.over == nil {
@@ -73,15 +101,15 @@ func (t *table) put(k, v []byte) {
 		if old, ok := t.over[string(k)]; ok {
 			t.kill(old)
 		}
-		t.over[string(k)] = t.add(k, v)
+		t.over[string(k)] = t.add(k, v, tomb)
 		return
 	}
 	if old, ok := t.over[string(k)]; ok {
 		t.kill(old)
-		t.over[string(k)] = t.add(k, v)
+		t.over[string(k)] = t.add(k, v, tomb)
 		return
 	}
-	t.idx[h] = t.add(k, v)
+	t.idx[h] = t.add(k, v, tomb)
 }
 
 func (t *table) del(k []byte) {
@@ -106,7 +134,7 @@ func (t *table) keyIs(ref uint64, k []byte) (bool, []byte) {
 
 func (t *table) len() int { return len(t.idx) + len(t.over) }
 
-// each calls fn for every live row, in arena order (sequential memory,
+// each calls fn for every live row (tombstones skipped), in arena order (sequential memory,
 // dead records skipped); the slices stay valid while the table lives.
 func (t *table) each(fn func(k, v []byte) error) error {
 	for _, c := range t.chunks {
@@ -115,6 +143,10 @@ func (t *table) each(fn func(k, v []byte) error) error {
 			k := c[4 : 4+kl&^deadBit]
 			c = c[4+kl&^deadBit:]
 			vl := binary.LittleEndian.Uint32(c)
+			if vl == tombLen {
+				c = c[4:]
+				continue
+			}
 			v := c[4 : 4+vl]
 			c = c[4+vl:]
 			if kl&deadBit != 0 {

@@ -49,7 +49,7 @@ func TestTableMatchesMap(t *testing.T) {
 	}
 	_ = h
 	// Put a colliding key through the overflow path directly.
-	tb.over = map[string]uint64{"other": tb.add([]byte("other"), []byte("x"))}
+	tb.over = map[string]uint64{"other": tb.add([]byte("other"), []byte("x"), false)}
 	ref["other"] = "x"
 	check()
 	tb.put([]byte("other"), []byte("y"))
@@ -70,7 +70,7 @@ func TestTableMatchesMap(t *testing.T) {
 // A true collision: the slot of hash("k2") holds the record of "k1".
 func TestTableCollision(t *testing.T) {
 	tb := newTable()
-	tb.idx[xxh3.Hash([]byte("k2"))] = tb.add([]byte("k1"), []byte("v1"))
+	tb.idx[xxh3.Hash([]byte("k2"))] = tb.add([]byte("k1"), []byte("v1"), false)
 	tb.put([]byte("k2"), []byte("v2")) // collides: goes to overflow
 	tb.put([]byte("k2"), []byte("v3")) // updates the overflow entry
 	got := map[string]string{}

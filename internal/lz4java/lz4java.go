@@ -75,33 +75,40 @@ func (z *Reader) Read(p []byte) (int, error) {
 		if z.err != nil {
 			return 0, z.err
 		}
-		z.err = z.next()
+		// A block that fits p is decoded straight into it (a bufio.Reader
+		// above asks for its free space), saving a copy of every byte.
+		var n int
+		n, z.err = z.next(p)
+		if n > 0 {
+			return n, nil
+		}
 	}
 	n := copy(p, z.raw[z.pos:])
 	z.pos += n
 	return n, nil
 }
 
-// next reads the next data block into z.raw, or returns io.EOF.
-func (z *Reader) next() error {
+// next reads the next data block into dst when it fits (returning its
+// length), else into z.raw (returning 0), or returns io.EOF.
+func (z *Reader) next(dst []byte) (int, error) {
 	for {
 		at := z.off
 		n, err := io.ReadFull(z.r, z.hdr[:])
 		if err == io.EOF && z.ended {
-			return io.EOF
+			return 0, io.EOF
 		}
 		if err == io.EOF {
-			return corrupt("no end block at byte %d (truncated?)", at)
+			return 0, corrupt("no end block at byte %d (truncated?)", at)
 		}
 		if err == io.ErrUnexpectedEOF {
-			return corrupt("truncated block header at byte %d (%d of %d bytes)", at, n, HeaderLen)
+			return 0, corrupt("truncated block header at byte %d (%d of %d bytes)", at, n, HeaderLen)
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		z.off += HeaderLen
 		if string(z.hdr[:8]) != Magic {
-			return corrupt("bad block magic %q at byte %d", z.hdr[:8], at)
+			return 0, corrupt("bad block magic %q at byte %d", z.hdr[:8], at)
 		}
 		token := z.hdr[8]
 		method := token & 0xF0
@@ -110,18 +117,18 @@ func (z *Reader) next() error {
 		rlen := int32(binary.LittleEndian.Uint32(z.hdr[13:]))
 		check := binary.LittleEndian.Uint32(z.hdr[17:])
 		if method != methodRaw && method != methodLZ4 {
-			return corrupt("unknown compression method 0x%02x at byte %d", token, at)
+			return 0, corrupt("unknown compression method 0x%02x at byte %d", token, at)
 		}
 		if rlen > 1<<level || rlen < 0 || clen < 0 || (rlen == 0) != (clen == 0) ||
 			(method == methodRaw && rlen != clen) ||
 			// An LZ4 block is never longer than its bound; checked before
 			// allocating so a damaged length cannot ask for gigabytes.
 			(method == methodLZ4 && int(clen) > lz4.CompressBlockBound(int(rlen))) {
-			return corrupt("bad block lengths (compressed %d, raw %d, token 0x%02x) at byte %d", clen, rlen, token, at)
+			return 0, corrupt("bad block lengths (compressed %d, raw %d, token 0x%02x) at byte %d", clen, rlen, token, at)
 		}
 		if rlen == 0 {
 			if check != 0 {
-				return corrupt("end block with checksum 0x%08x at byte %d", check, at)
+				return 0, corrupt("end block with checksum 0x%08x at byte %d", check, at)
 			}
 			z.ended = true
 			continue
@@ -133,31 +140,38 @@ func (z *Reader) next() error {
 		z.comp = z.comp[:clen]
 		if n, err := io.ReadFull(z.r, z.comp); err != nil {
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				return corrupt("truncated block at byte %d (%d of %d bytes)", at, n, clen)
+				return 0, corrupt("truncated block at byte %d (%d of %d bytes)", at, n, clen)
 			}
-			return err
+			return 0, err
 		}
 		z.off += int64(clen)
-		if cap(z.raw) < int(rlen) {
-			z.raw = make([]byte, rlen)
+		direct := len(dst) >= int(rlen)
+		out := dst
+		if !direct {
+			if cap(z.raw) < int(rlen) {
+				z.raw = make([]byte, rlen)
+			}
+			out = z.raw
 		}
-		z.raw = z.raw[:rlen]
+		out = out[:rlen]
+		z.raw, z.pos = z.raw[:0], 0
 		if method == methodRaw {
-			copy(z.raw, z.comp)
+			copy(out, z.comp)
 		} else {
-			n, err := lz4.UncompressBlock(z.comp, z.raw)
+			n, err := lz4.UncompressBlock(z.comp, out)
 			if err != nil || n != int(rlen) {
-				z.raw = z.raw[:0]
-				return corrupt("block at byte %d does not decompress to %d bytes: %v", at, rlen, err)
+				return 0, corrupt("block at byte %d does not decompress to %d bytes: %v", at, rlen, err)
 			}
 		}
-		if got := Checksum(z.raw); got != check {
-			z.raw = z.raw[:0]
-			return corrupt("block at byte %d: checksum 0x%07x, header says 0x%07x", at, got, check)
+		if got := Checksum(out); got != check {
+			return 0, corrupt("block at byte %d: checksum 0x%07x, header says 0x%07x", at, got, check)
 		}
-		z.pos = 0
 		z.blocks++
-		return nil
+		if direct {
+			return int(rlen), nil
+		}
+		z.raw = out
+		return 0, nil
 	}
 }
 

@@ -185,3 +185,41 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// Reads of every size, smaller and larger than a block, mixed (so blocks
+// are decoded both straight into the caller's buffer and into the
+// reader's own), return the stream's bytes in order.
+func TestReadSizes(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	in := make([]byte, 7*DefaultBlockSize+123)
+	for i := range in {
+		in[i] = byte(i % 13)
+		if i%3 == 0 {
+			in[i] = byte(r.Uint32())
+		}
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf, 0)
+	w.Write(in)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, sizes := range [][]int{{1}, {100}, {DefaultBlockSize - 1}, {DefaultBlockSize}, {64 << 10}, {5, DefaultBlockSize, 1, 40000, 0}} {
+		zr := NewReader(bytes.NewReader(buf.Bytes()))
+		var out []byte
+		for i := 0; ; i++ {
+			p := make([]byte, sizes[i%len(sizes)])
+			n, err := zr.Read(p)
+			out = append(out, p[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(in, out) {
+			t.Fatalf("read sizes %v: bytes differ", sizes)
+		}
+	}
+}

@@ -134,6 +134,15 @@ func TestPmod(t *testing.T) {
 			t.Errorf("Pmod(%d,%d)=%d want %d", tc.h, tc.n, got, tc.p)
 		}
 	}
+	// The 32-bit division agrees with the 64-bit definition at the edges.
+	for _, h := range []int32{math.MinInt32, math.MinInt32 + 1, -65537, -1, 0, 1, 65536, math.MaxInt32} {
+		for _, n := range []int{1, 2, 3, 7, 8, 200, 65536, math.MaxInt32 - 1, math.MaxInt32} {
+			want := ((int(h) % n) + n) % n
+			if got := Pmod(h, n); got != want {
+				t.Errorf("Pmod(%d,%d)=%d want %d", h, n, got, want)
+			}
+		}
+	}
 }
 
 func TestColumnSubset(t *testing.T) {
