@@ -88,6 +88,7 @@ class SparkBench:
         self.missing = spark_missing()
         self.sizes = []  # (section, label, before, after, grown, written, restart)
         self.peer = {}  # keys -> dict(insess, wall, rw_rocks, note)
+        self.placeholders = []  # (index in bench.rows, table line) of rows that could not run
 
     # --- plumbing --------------------------------------------------------
 
@@ -220,6 +221,7 @@ class SparkBench:
 
         if self.missing:
             self.peer[keys] = {"note": self.missing}
+            self.placeholders.append((len(self.b.rows), f"| {sec}: Spark's repartition: skipped ({self.missing}) | | | | | | | | | |"))
             log(f"skipping Spark's repartition at {keys:,} keys: {self.missing}")
             return
         d, made = self.cached_rocksdb(keys)
@@ -244,6 +246,8 @@ class SparkBench:
             info["rw_rocks"] = None
             msg = p.stderr.strip().splitlines()[-1].removeprefix("rebucket: ")
             info["rw_rocks_note"] = f"not supported yet (exit 2: {msg[:90]}{'...' if len(msg) > 90 else ''})"
+            self.placeholders.append((len(self.b.rows), f"| {sec}: rebucket rewrite of the same RocksDB checkpoint 2 -> 8: "
+                                                        f"{info['rw_rocks_note']} | | | | | | | | | |"))
             log(f"  rebucket rewrite of the RocksDB checkpoint: {info['rw_rocks_note']}")
         elif p.returncode != 0:
             raise SystemExit(f"bench: rebucket rewrite {ck} --buckets 8: exit {p.returncode}\n{p.stderr}")
@@ -265,7 +269,7 @@ class SparkBench:
 
         # Spark's own repartition, in place on a fresh copy each run.
         peer_ck = os.path.join(self.dir, "out-spark-peer")
-        insess, wall, rss, cpu, grown, after = [], [], [], [], [], []
+        insess, wall, rss, cpu, grown, after, jvm = [], [], [], [], [], [], []
         for i in range(self.a.spark_peer_runs):
             rm(peer_ck)
             shutil.copytree(ck, peer_ck)
@@ -275,14 +279,16 @@ class SparkBench:
             insess.append(res["repartition_seconds"])
             wall.append(w)
             rss.append(peak)
-            cpu.append(c)
+            cpu.append(c + res.get("jvm_cpu_seconds", 0))
             grown.append(res["grew_by"])
             after.append(res["checkpoint_bytes_after"])
+            jvm.append(res["jvm_peak_rss_mib"] or 0)
             log(f"  Spark repartition run {i + 1}/{self.a.spark_peer_runs}: {res['repartition_seconds']:.1f}s in session, "
                 f"{w:.1f}s wall, tree peak RSS {peak // 1024} MiB (JVM {res['jvm_peak_rss_mib']} MiB), grew by {res['grew_by']:,} B")
         restart = self.restart("restart", d, "--ckpt", peer_ck, "--to", 8, memory=mem)
         rm(peer_ck)
-        note = f"{self.a.spark_peer_runs} run(s); pyspark {made['spark']}, local[2], driver memory {mem}"
+        note = (f"{self.a.spark_peer_runs} run(s); pyspark {made['spark']}, local[2], driver memory {mem}; "
+                f"the JVM alone peaked at {max(jvm)} MiB")
         info["insess"] = Row(sec, "Spark's repartition 2 -> 8, in the session", insess, rss, cpu, keys, before, note=note)
         info["wall"] = Row(sec, "Spark's repartition 2 -> 8, wall incl. Python and JVM start", wall, rss, cpu, keys, before, note=note)
         for r in (info["insess"], info["wall"]):
@@ -312,15 +318,13 @@ class SparkBench:
              f"rebucket rows: median of {self.a.runs} runs, peak RSS of the process. Spark rows: {self.a.spark_peer_runs} run(s) "
              f"of a fresh JVM on a fresh copy, peak RSS of the whole process tree (Python driver + JVM, sampled every 0.2 s); "
              f"CPU includes the JVM's. The Spark part took {elapsed / 60:.1f} minutes.", "", hdr, sep]
-        for r in b.rows:
-            if r.section.startswith("spark"):
+        at = {}
+        for i, line in self.placeholders:
+            at.setdefault(i, []).append(line)
+        for i, r in enumerate(b.rows + [None]):
+            L += at.get(i, [])
+            if r is not None and r.section.startswith("spark"):
                 L.append(b.line(r).replace("| ", f"| {r.section}: ", 1))
-        for keys, p in sorted(self.peer.items()):
-            if "note" in p:
-                L.append(f"| spark {human_count(keys)} keys: Spark's repartition: skipped ({p['note']}) | | | | | | | | | |")
-            elif p.get("rw_rocks") is None:
-                L.append(f"| spark {human_count(keys)} keys: rebucket rewrite of the same RocksDB checkpoint 2 -> 8: "
-                         f"{p['rw_rocks_note']} | | | | | | | | | |")
         L += ["", "Checkpoint size and the restart that proves each result (Spark restarts it with one more batch, every "
               "10th key again: it must report 8 state store instances, Spark's statestore reader must see every key once "
               "with the expected total count and no row outside pmod(hash(k), 8)):", "",

@@ -62,6 +62,15 @@ def du(d):
     return sum(p.stat().st_size for p in pathlib.Path(d).rglob("*") if p.is_file())
 
 
+def jvm_cpu_seconds(spark):
+    """CPU time of the JVM so far: it is not a waited-for child of the
+    caller, so the caller's rusage does not include it."""
+    pid = spark.sparkContext._gateway.proc.pid
+    st = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    f = st[st.rindex(")") + 2:].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def jvm_hwm_kib(spark):
     pid = spark.sparkContext._gateway.proc.pid
     for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -112,12 +121,14 @@ def repartition(ck, m, memory):
     secs = time.monotonic() - t0
     wall = time.monotonic() - T_START
     hwm = jvm_hwm_kib(spark)
+    cpu = jvm_cpu_seconds(spark)
     after = du(ck)
     # Nothing else runs in this JVM (the caller samples its peak memory and
     # wall time); `restart` checks the result.
     print(json.dumps({"to": m, "spark": spark.version, "repartition_seconds": round(secs, 2),
                       "wall_seconds_incl_jvm_start": round(wall, 2),
-                      "jvm_peak_rss_mib": hwm and round(hwm / 1024), "checkpoint_bytes_before": before,
+                      "jvm_peak_rss_mib": hwm and round(hwm / 1024), "jvm_cpu_seconds": round(cpu, 2),
+                      "checkpoint_bytes_before": before,
                       "checkpoint_bytes_after": after, "grew_by": after - before}), flush=True)
     spark.stop()
     return 0
