@@ -354,7 +354,7 @@ class SparkBench:
         skipped = [k for k in self.a.spark_keys if k not in self.a.spark_peer_keys]
         if skipped:
             L += ["", f"Spark's repartition was not run at {', '.join(human_count(k) for k in skipped)} keys in this run "
-                      f"(`--spark-peer-keys`; see the note below the block)."]
+                      f"(`--spark-peer-keys`; see the notes above this block)."]
         return "\n".join(L) + "\n"
 
 
