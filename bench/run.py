@@ -587,7 +587,7 @@ def main():
     p.add_argument("--spark-keys", default="1M,10M", help="keys of the Spark rows (default 1M,10M)")
     p.add_argument("--spark-peer-keys", default="1M",
                    help="sizes (among --spark-keys) at which Spark's own repartition runs as the peer (default 1M; "
-                        "1M,10M adds 10M, about 25 minutes more the first time; 0 skips the peer)")
+                        "1M,10M adds 10M, about 12 minutes more the first time and 6 once its RocksDB checkpoint is cached; 0 skips the peer)")
     p.add_argument("--spark-peer-runs", type=int, default=1, help="runs of Spark's repartition per size (default 1; a fresh JVM each)")
     p.add_argument("--jvm-lock", default=os.environ.get("REBUCKET_JVM_LOCK"),
                    help="a lock file (flock) held during every JVM run and every timed Spark group, so that engine runs "
