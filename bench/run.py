@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+import spark_bench
+
 BEGIN = "<!-- bench:begin (written by bench/run.sh; edit outside the markers) -->"
 END = "<!-- bench:end -->"
 FLINK_BEGIN = "<!-- bench-flink:begin (written by bench/run.sh; edit outside the markers) -->"
@@ -238,6 +240,8 @@ class Bench:
             out = a.out or ("BENCHMARKS.md" if not a.quick else os.path.join(self.dir, "BENCHMARKS.quick.md"))
             splice(out, md, SPARK_BEGIN, SPARK_END)
             print(md)
+            if self.spark.failed():
+                raise SystemExit("bench: a Spark restart check failed (see the table)")
             return
         if a.only == "flink":
             flink = self.flink_rows()
@@ -500,30 +504,10 @@ class Bench:
 
 
     def spark_rows(self):
-        """HDFS-backed Spark checkpoints of a string-keyed count aggregation
-        (generate --engine spark, the layout pyspark 4.3.0 writes, proved by
-        Spark restarts in engine/spark's tests): rebucket's rewrite 2 -> 8
-        (verified before publishing) beside the durable copy."""
-        out = []
-        for keys in self.a.spark_keys:
-            sec = f"spark {human_count(keys)} keys"
-            src = os.path.join(self.dir, f"in-spark-{keys}")
-            if not os.path.exists(os.path.join(src, "commits")):
-                rm(src)
-                log(f"generating a Spark checkpoint of {keys:,} keys in {src}")
-                run([self.bin, "generate", "--engine", "spark", "--keys", str(keys), "--buckets", "2", "--out", src, "-q"],
-                    stdout=subprocess.DEVNULL)
-            nbytes = du(src)
-            self.warm(src)
-            dst = os.path.join(self.dir, "out-spark")
-            dur = self.time(sec, "durable copy of the checkpoint (cp -r + sync)", ["sh", "-c", f"cp -r {src} {dst} && sync"],
-                            setup=lambda: rm(dst), after=lambda: rm(dst), entries=keys, nbytes=nbytes)
-            rw = self.time(sec, "rebucket rewrite 2 -> 8 (verified)", self.rebucket("rewrite", src, "--buckets", "8", "--out", dst),
-                           setup=lambda: rm(dst), after=lambda: rm(dst), entries=keys, nbytes=nbytes, ref=dur)
-            out.append((keys, nbytes, dur, rw, None))
-            if not self.a.keep:
-                rm(src)
-        return out
+        """The Spark checkpoint rows and Spark's own repartition as the peer
+        (bench/spark_bench.py)."""
+        self.spark = spark_bench.SparkBench(self)
+        return self.spark.rows()
 
     def render_flink(self, info, flink, elapsed):
         hdr = "| operation | median s | min s | max s | CPU s | entries/s | MiB/s | peak RSS MiB | ratio | reference |"
@@ -544,21 +528,7 @@ class Bench:
         return "\n".join(L) + "\n"
 
     def render_spark(self, info, rows, elapsed):
-        hdr = "| operation | median s | min s | max s | CPU s | rows/s | MiB/s | peak RSS MiB | ratio | reference |"
-        sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
-        L = [f"Measured {info['date']} on {info['cpu']}: {info['cores']} cores, {info['memory']} memory, {info['go']}; "
-             f"load average {info['load']} and CPU pressure {info['cpu_pressure']}% when the run began, {cpu_pressure()}% at its end. "
-             f"Inputs: `rebucket generate --engine spark --keys N --buckets 2` (an HDFS-backed checkpoint of a count aggregation "
-             f"on a string key, one state row per key, lz4 deltas). rebucket's rewrite always verifies before publishing. "
-             f"Median of {self.a.runs} runs. The Spark part took {elapsed / 60:.1f} minutes.", "", hdr, sep]
-        for r in self.rows:
-            if r.section.startswith("spark"):
-                L.append(self.line(r).replace("| ", f"| {r.section}: ", 1))
-        L += ["", "| target | figure | met |", "|---|---:|---|"]
-        for keys, _, dur, rw, _ in rows:
-            x = rw.median / dur.median
-            L.append(f"| Spark {human_count(keys)} keys: rewrite within 2x of the durable copy | {x:.2f}x | {'yes' if x <= 2 else '**no**'} |")
-        return "\n".join(L) + "\n"
+        return self.spark.render(info, rows, elapsed)
 
     def flink_targets(self, flink):
         out = []
@@ -666,6 +636,13 @@ def main():
     p.add_argument("--out", help="markdown file to splice the table into (default BENCHMARKS.md; with --quick, WORKDIR/BENCHMARKS.quick.md)")
     p.add_argument("--only", choices=["flink", "spark"], help="run only these rows (the Flink savepoint or Spark checkpoint rows, into their own block)")
     p.add_argument("--spark-keys", default="1M,10M", help="keys of the Spark rows (default 1M,10M)")
+    p.add_argument("--spark-peer-keys", default="1M",
+                   help="sizes (among --spark-keys) at which Spark's own repartition runs as the peer (default 1M; "
+                        "1M,10M adds 10M, about 12 minutes more the first time and 6 once its RocksDB checkpoint is cached; 0 skips the peer)")
+    p.add_argument("--spark-peer-runs", type=int, default=1, help="runs of Spark's repartition per size (default 1; a fresh JVM each)")
+    p.add_argument("--jvm-lock", default=os.environ.get("REBUCKET_JVM_LOCK"),
+                   help="a lock file (flock) held during every JVM run and every timed Spark group, so that engine runs "
+                        "of other programs sharing the machine wait (default $REBUCKET_JVM_LOCK)")
     p.add_argument("--flink-keys", help="keys per keyed operator of the Flink rows (default 1M,10M; quick 100k; 0 skips them)")
     p.add_argument("--spa-max-keys", type=parse_count, default=1_000_000,
                    help="largest savepoint the State Processor API peer rewrites (default 1M; it needs minutes per million keys)")
@@ -683,6 +660,11 @@ def main():
         a.flink_keys = "100k" if a.quick else "1M,10M"
     a.flink_keys = [k for k in (parse_count(x) for x in a.flink_keys.split(",")) if k > 0]
     a.spark_keys = [k for k in (parse_count(x) for x in a.spark_keys.split(",")) if k > 0]
+    a.spark_peer_keys = [k for k in (parse_count(x) for x in a.spark_peer_keys.split(",")) if k > 0]
+    if a.workdir is None and a.only == "spark":
+        # a fixed place, so that the RocksDB checkpoints Spark made (minutes
+        # each) are found again by the next run
+        a.workdir = os.path.join(tempfile.gettempdir(), "rebucket-bench-spark")
     if a.workdir is None:
         a.workdir = tempfile.mkdtemp(prefix="rebucket-bench-")
     a.workdir = os.path.abspath(a.workdir)

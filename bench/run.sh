@@ -7,7 +7,12 @@
 #   bench/run.sh --quick    small sizes (under 2 minutes); the table goes to
 #                           the work directory, BENCHMARKS.md is left alone
 #   bench/run.sh --only flink   only the Flink savepoint rows (their own block)
-#   bench/run.sh --only spark   only the Spark checkpoint rows (their own block)
+#   bench/run.sh --only spark   only the Spark checkpoint rows (their own block):
+#                           rebucket at 1M and 10M keys, and Spark 4.3's own
+#                           repartition as the peer at 1M (pyspark from .venv;
+#                           --spark-peer-keys 1M,10M adds 10M); its RocksDB
+#                           checkpoints are cached in $TMPDIR/rebucket-bench-spark.
+#                           On a shared machine add --jvm-lock /tmp/rebucket-jvm.lock
 #   bench/run.sh --help     every option
 set -euo pipefail
 cd "$(dirname "$0")/.."

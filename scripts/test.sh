@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need (Go modules, the
-# Python packages of the interop tests in a virtual environment, npm's
+# Python packages of the interop tests in a virtual environment and
+# pyspark 3.5 in a second one (.venv35), npm's
 # apache-arrow for the JavaScript interop test, and the Maven
 # dependencies of interop/flink, real Flink for the Flink tests), then runs
 # every test. REBUCKET_SKIP_FLINK=1 / REBUCKET_SKIP_SPARK=1 skip the
@@ -34,6 +35,13 @@ echo "== npm: interop/js (apache-arrow, for the JavaScript interop test)"
 if [ "$quick" = 0 ]; then
   echo "== maven: interop/flink (real Flink 2.3.0 for the Flink interop tests; 218 MB into ~/.m2 the first time)"
   mvn -q -B -f interop/flink/pom.xml -DskipTests package
+  # pyspark 3.5 cannot share a process with 4.3: interop/test_spark35.py runs
+  # its Spark 3.5 oracle with this second environment's python.
+  echo "== python virtual environment with pyspark 3.5 (.venv35, for interop/test_spark35.py)"
+  if [ ! -x .venv35/bin/python ]; then
+    python3 -m venv .venv35
+  fi
+  .venv35/bin/python -m pip install --quiet --disable-pip-version-check -r interop/requirements35.txt
 fi
 
 echo "== go vet"
