@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
 // A process id alone does not say whether a temporary directory's run is
@@ -55,6 +57,10 @@ func MkdirRun(fs FS, dir, prefix string, perm os.FileMode) (*RunDir, error) {
 	for attempt := 0; ; attempt++ {
 		p := filepath.Join(dir, TempName(prefix))
 		if err := fs.Mkdir(p, perm); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				// the usual cause: --out names a directory whose parent is missing
+				return nil, fmt.Errorf("%w: %s, where the output goes, does not exist (create it first)", snapshotfmt.ErrInvalidArgument, dir)
+			}
 			return nil, err
 		}
 		lock, err := lockRunDir(p)

@@ -9,11 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
 // deadPID returns the id of a process that has exited.
@@ -216,5 +219,15 @@ func TestRemoveStaleWithoutLock(t *testing.T) {
 func TestBootID(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err == nil && len(BootID()) != 36 {
 		t.Fatalf("boot id %q", BootID())
+	}
+}
+
+// A run directory in a directory that does not exist (--out under a
+// missing parent) is an invalid argument naming that directory.
+func TestMkdirRunMissingParent(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "such")
+	_, err := MkdirRun(nil, missing, ".x-", 0o700)
+	if !errors.Is(err, snapshotfmt.ErrInvalidArgument) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("%v", err)
 	}
 }
