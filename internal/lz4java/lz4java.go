@@ -23,6 +23,7 @@ import (
 
 	"github.com/pierrec/lz4/v4"
 
+	"github.com/rebucket/rebucket/internal/xxh32"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -42,7 +43,7 @@ const (
 )
 
 // Checksum is the checksum lz4-java stores for a block's raw bytes.
-func Checksum(raw []byte) uint32 { return XXH32(raw, Seed) & 0x0FFFFFFF }
+func Checksum(raw []byte) uint32 { return xxh32.Checksum(raw, Seed) & 0x0FFFFFFF }
 
 func corrupt(format string, a ...any) error {
 	return fmt.Errorf("%w: lz4-java block stream: %s", snapshotfmt.ErrCorrupt, fmt.Sprintf(format, a...))

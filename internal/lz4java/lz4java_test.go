@@ -12,32 +12,6 @@ import (
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
-// Vectors from the Python xxhash package (the reference C library).
-func TestXXH32Vectors(t *testing.T) {
-	ramp := make([]byte, 768)
-	for i := range ramp {
-		ramp[i] = byte(i)
-	}
-	for _, tc := range []struct {
-		in   []byte
-		seed uint32
-		want uint32
-	}{
-		{nil, 0, 0x02cc5d05},
-		{[]byte("a"), 0, 0x550d7456},
-		{[]byte("abc"), 0, 0x32d153ff},
-		{[]byte("Nobody inspects the spammish repetition"), 0, 0xe2293b2f},
-		{nil, Seed, 0x8d3b42d8},
-		{[]byte("hello world, this is more than sixteen bytes"), Seed, 0x4529310b},
-		{ramp, Seed, 0xeaa85739},
-		{[]byte("abcd"), 1, 0xbe6e299f},
-	} {
-		if got := XXH32(tc.in, tc.seed); got != tc.want {
-			t.Errorf("XXH32(%q, %#x) = %#x, want %#x", tc.in, tc.seed, got, tc.want)
-		}
-	}
-}
-
 // The fixture was framed independently (Python lz4.block + xxhash) the way
 // lz4-java frames it.
 func TestReadPythonFramed(t *testing.T) {

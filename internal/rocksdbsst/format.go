@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/zeebo/xxh3"
+
+	"github.com/rebucket/rebucket/internal/xxh32"
 )
 
 // Magic numbers at the very end of a table file (table/format.cc and the
@@ -77,7 +78,7 @@ func builtinChecksum(t ChecksumType, data []byte) uint32 {
 	case ChecksumCRC32c:
 		return maskCRC(crc32.Checksum(data, castagnoli))
 	case ChecksumXXHash:
-		return xxh32(data, 0)
+		return xxh32.Checksum(data, 0)
 	case ChecksumXXHash64:
 		return uint32(xxhash.Sum64(data))
 	case ChecksumXXH3:
@@ -101,49 +102,6 @@ func contextModifier(base uint32, offset uint64) uint32 {
 		return 0
 	}
 	return base ^ (uint32(offset) + uint32(offset>>32))
-}
-
-// xxh32 is XXH32 (RocksDB's kxxHash); no module in go.mod provides it.
-func xxh32(b []byte, seed uint32) uint32 {
-	const (
-		p1 = 2654435761
-		p2 = 2246822519
-		p3 = 3266489917
-		p4 = 668265263
-		p5 = 374761393
-	)
-	n := len(b)
-	var h uint32
-	if n >= 16 {
-		v1 := seed + p1 + p2
-		v2 := seed + p2
-		v3 := seed
-		v4 := seed - p1
-		for len(b) >= 16 {
-			v1 = bits.RotateLeft32(v1+binary.LittleEndian.Uint32(b[0:])*p2, 13) * p1
-			v2 = bits.RotateLeft32(v2+binary.LittleEndian.Uint32(b[4:])*p2, 13) * p1
-			v3 = bits.RotateLeft32(v3+binary.LittleEndian.Uint32(b[8:])*p2, 13) * p1
-			v4 = bits.RotateLeft32(v4+binary.LittleEndian.Uint32(b[12:])*p2, 13) * p1
-			b = b[16:]
-		}
-		h = bits.RotateLeft32(v1, 1) + bits.RotateLeft32(v2, 7) + bits.RotateLeft32(v3, 12) + bits.RotateLeft32(v4, 18)
-	} else {
-		h = seed + p5
-	}
-	h += uint32(n)
-	for len(b) >= 4 {
-		h = bits.RotateLeft32(h+binary.LittleEndian.Uint32(b)*p3, 17) * p4
-		b = b[4:]
-	}
-	for _, c := range b {
-		h = bits.RotateLeft32(h+uint32(c)*p5, 11) * p1
-	}
-	h ^= h >> 15
-	h *= p2
-	h ^= h >> 13
-	h *= p3
-	h ^= h >> 16
-	return h
 }
 
 // blockHandle locates a block (without its 5-byte trailer) in the file.

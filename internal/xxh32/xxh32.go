@@ -1,13 +1,16 @@
-package lz4java
+// Package xxh32 is xxHash32, one shot: lz4-java's block checksums and
+// RocksDB's kxxHash block checksums.
+package xxh32
 
 import (
 	"encoding/binary"
 	"math/bits"
 )
 
-// XXH32 is xxHash32 (one shot). No maintained Go module in reach exports
-// the 32-bit variant (pierrec/lz4 keeps its copy internal), and it is short.
-func XXH32(b []byte, seed uint32) uint32 {
+// Checksum is xxHash32 of b with seed. No maintained Go module in reach
+// exports the 32-bit variant (pierrec/lz4 keeps its copy internal), and it
+// is short.
+func Checksum(b []byte, seed uint32) uint32 {
 	const (
 		p1 uint32 = 2654435761
 		p2 uint32 = 2246822519
