@@ -426,7 +426,27 @@ func (l rocksLayout) forEachRow(s *Store, dir string, v int64, fn func(key, valu
 		size += st.Size()
 	}
 	files += len(cls)
-	over := newTable()
+	// A partition new to a rewritten layout (an empty snapshot and one
+	// changelog of puts), or a store's first version: when the changelog
+	// puts each key once and deletes and merges none, it is the state;
+	// stream it (a first read checks that, cheaply, by key hashes).
+	if len(tables) == 0 && len(cls) == 1 {
+		unique, err := changelogPutsOnce(cls[0])
+		if err != nil {
+			return 0, 0, err
+		}
+		if unique {
+			err := readChangelog(cls[0], func(_ changeOp, k, val []byte) error { return emit(k, val) })
+			return files, size, err
+		}
+	}
+	// Sized up front from the changelogs' raw bytes (a record is at least
+	// about 24 bytes): growing a map of millions re-hashes it.
+	var raw int64
+	for _, f := range cls {
+		raw += rawSize(f)
+	}
+	over := &table{idx: make(map[uint64]uint64, min(raw/24, 64<<20))}
 	for _, f := range cls {
 		err := readChangelog(f, func(op changeOp, k, val []byte) error {
 			switch op {
@@ -466,6 +486,27 @@ func (l rocksLayout) forEachRow(s *Store, dir string, v int64, fn func(key, valu
 }
 
 var errMergeSeen = errors.New("changelog merge")
+
+// changelogPutsOnce says whether a changelog puts each key once and
+// deletes and merges none.
+func changelogPutsOnce(path string) (bool, error) {
+	var seen hashSeen
+	errNot := errors.New("not puts only")
+	err := readChangelog(path, func(op changeOp, k, _ []byte) error {
+		if op != changePut {
+			return errNot
+		}
+		seen.add(xxh3.Hash(k))
+		return nil
+	})
+	if errors.Is(err, errNot) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !seen.hasDup(), nil
+}
 
 // loadWhole loads the snapshot and the changelogs into memory and applies
 // them in order (merges append to the current value), as Spark does.
