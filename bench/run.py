@@ -510,8 +510,8 @@ class Bench:
         return self.spark.rows()
 
     def render_flink(self, info, flink, elapsed):
-        hdr = "| operation | median s | min s | max s | CPU s | entries/s | MiB/s | peak RSS MiB | ratio | reference |"
-        sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        hdr = "| operation | median s | min s | max s | CPU s | CPU s/M | CPU s/M before | entries/s | MiB/s | peak RSS MiB | ratio | reference |"
+        sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
         L = [f"Measured {info['date']} on {info['cpu']}: {info['cores']} cores, {info['memory']} memory, {info['go']}; "
              f"load average {info['load']} and CPU pressure {info['cpu_pressure']}% when the run began, {cpu_pressure()}% at its end. "
              f"Inputs: `rebucket generate --engine flink --keys N --buckets 8 --width 2` (the probe job of interop/flink: "

@@ -307,8 +307,8 @@ class SparkBench:
         from run import cpu_pressure, human_count
 
         b = self.b
-        hdr = "| operation | median s | min s | max s | CPU s | rows/s | MiB/s | peak RSS MiB | ratio | reference |"
-        sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        hdr = "| operation | median s | min s | max s | CPU s | CPU s/M | CPU s/M before | rows/s | MiB/s | peak RSS MiB | ratio | reference |"
+        sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
         L = [f"Measured {info['date']} on {info['cpu']}: {info['cores']} cores, {info['memory']} memory, {info['go']}; "
              f"load average {info['load']} and CPU pressure {info['cpu_pressure']}% when the run began, {cpu_pressure()}% at its end. "
              f"Inputs: `rebucket generate --engine spark --keys N --buckets 2` (an HDFS-backed checkpoint of a count aggregation "
