@@ -21,7 +21,6 @@ import (
 	"github.com/rebucket/rebucket/internal/fsx"
 	"github.com/rebucket/rebucket/internal/lz4java"
 	"github.com/rebucket/rebucket/internal/progress"
-	"github.com/rebucket/rebucket/internal/unsaferow"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -386,6 +385,45 @@ func rewriteStoreOnce(ctx context.Context, c *Checkpoint, op *Operator, s *Store
 			return nil, 0, err
 		}
 	}
+	fp, err := routeRows(ctx, c, op, s, ws, gate, opts,
+		func(p int, row func(k, v []byte) error) (int64, error) {
+			dir := s.Dir(op.Dir, p)
+			if stream {
+				pf, err := ListPartition(dir)
+				if err != nil {
+					return 0, err
+				}
+				_, size, streamed, err := streamRows(pf, c.StateVersion(), betOnDelta, row)
+				if err != nil || streamed {
+					return size, err
+				}
+			}
+			_, size, err := ForEachRow(dir, c.StateVersion(), row)
+			return size, err
+		},
+		func(bufs [][]byte, p, q int, k, v []byte) { bufs[q] = AppendRecord(bufs[q], k, v, false) })
+	if err != nil {
+		return nil, 0, err
+	}
+	written, err := finishAll(ws)
+	if err != nil {
+		return nil, 0, err
+	}
+	done = true
+	return fp, written, nil
+}
+
+// routeRows reads every old partition p of store s at the committed
+// version with read (at most opts.Parallelism at a time, within gate),
+// refuses a key outside the partition Spark's rule puts it in, and hands
+// each row with its new partition q to route, which appends records to
+// the buffers of the new partitions; a buffer goes to its writer in ws
+// when it holds 64 KiB and at the end. It returns the fingerprint of
+// every row read.
+func routeRows(ctx context.Context, c *Checkpoint, op *Operator, s *Store, ws []*snapWriter, gate *memGate, opts RewriteOptions,
+	read func(p int, row func(k, v []byte) error) (int64, error),
+	route func(bufs [][]byte, p, q int, k, v []byte)) (*Fingerprint, error) {
+	m := len(ws)
 	fp := &Fingerprint{}
 	var fpMu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
@@ -402,52 +440,41 @@ func rewriteStoreOnce(ctx context.Context, c *Checkpoint, op *Operator, s *Store
 			}
 			defer gate.release(held)
 			bufs := make([][]byte, m)
-			var local Fingerprint
-			row := func(k, v []byte) error {
-				r, err := unsaferow.NewRow(k, len(s.KeySchema.Fields))
-				if err != nil {
-					return err
+			flush := func(q, atLeast int) error {
+				if len(bufs[q]) > 0 && len(bufs[q]) >= atLeast {
+					if err := ws[q].write(bufs[q]); err != nil {
+						return err
+					}
+					bufs[q] = bufs[q][:0]
 				}
-				h, err := sparkhash.HashRow(s.KeySchema, r, s.KeyCols, sparkhash.Seed)
+				return nil
+			}
+			var local Fingerprint
+			size, err := read(p, func(k, v []byte) error {
+				h, err := s.partitionHash(k)
 				if err != nil {
 					return fmt.Errorf("key %x: %w", k, err)
 				}
 				if old := sparkhash.Pmod(h, c.Partitions); old != p {
 					return fmt.Errorf("%w: partition %d holds key %s, which Spark's rule puts in partition %d: the query does not partition its state as rebucket expects", snapshotfmt.ErrRefused, p, showKey(s, string(k)), old)
 				}
-				q := sparkhash.Pmod(h, m)
-				bufs[q] = AppendRecord(bufs[q], k, v, false)
-				if len(bufs[q]) >= flushAt {
-					if err := ws[q].write(bufs[q]); err != nil {
-						return err
-					}
-					bufs[q] = bufs[q][:0]
-				}
 				local.add(k, v)
+				q := sparkhash.Pmod(h, m)
+				route(bufs, p, q, k, v)
+				if err := flush(q, flushAt); err != nil {
+					return err
+				}
+				if p < m && p != q {
+					return flush(p, flushAt)
+				}
 				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
 			}
-			var size int64
-			streamed := false
-			dir := s.Dir(op.Dir, p)
-			if stream {
-				pf, err := ListPartition(dir)
-				if err != nil {
-					return fmt.Errorf("partition %d: %w", p, err)
-				}
-				if _, size, streamed, err = streamRows(pf, c.StateVersion(), betOnDelta, row); err != nil {
-					return fmt.Errorf("partition %d: %w", p, err)
-				}
-			}
-			if !streamed {
-				if _, size, err = ForEachRow(dir, c.StateVersion(), row); err != nil {
-					return fmt.Errorf("partition %d: %w", p, err)
-				}
-			}
-			for q, b := range bufs {
-				if len(b) > 0 {
-					if err := ws[q].write(b); err != nil {
-						return err
-					}
+			for q := range bufs {
+				if err := flush(q, 1); err != nil {
+					return err
 				}
 			}
 			fpMu.Lock()
@@ -458,19 +485,23 @@ func rewriteStoreOnce(ctx context.Context, c *Checkpoint, op *Operator, s *Store
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
+	return fp, nil
+}
+
+// finishAll finishes every writer of ws; it returns the bytes written.
+func finishAll(ws []*snapWriter) (int64, error) {
 	var written int64
 	for q, w := range ws {
 		n, err := w.finish()
 		if err != nil {
-			return nil, 0, err
+			return 0, err
 		}
 		ws[q].f = nil
 		written += n
 	}
-	done = true
-	return fp, written, nil
+	return written, nil
 }
 
 // syncDirs fsyncs every directory under dir (their entries), deepest

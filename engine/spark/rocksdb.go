@@ -57,27 +57,11 @@ type RocksPartition struct {
 // ListRocksPartition lists <v>.zip and <v>.changelog in dir
 // (fs.ErrNotExist if dir is missing).
 func ListRocksPartition(dir string) (*RocksPartition, error) {
-	ents, err := os.ReadDir(dir)
+	zips, changelogs, err := listVersions(dir, ".zip", ".changelog")
 	if err != nil {
 		return nil, err
 	}
-	rp := &RocksPartition{Dir: dir, Zips: map[int64]bool{}, Changelogs: map[int64]bool{}}
-	for _, e := range ents {
-		if e.IsDir() {
-			continue
-		}
-		name := e.Name()
-		if v, ok := strings.CutSuffix(name, ".zip"); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-				rp.Zips[n] = true
-			}
-		} else if v, ok := strings.CutSuffix(name, ".changelog"); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-				rp.Changelogs[n] = true
-			}
-		}
-	}
-	return rp, nil
+	return &RocksPartition{Dir: dir, Zips: zips, Changelogs: changelogs}, nil
 }
 
 // Plan returns the files that make up version v: the newest zip at or

@@ -11,11 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/rebucket/rebucket/engine/spark/sparkhash"
 	"github.com/rebucket/rebucket/snapshotfmt"
 )
 
@@ -222,83 +218,26 @@ func rewriteRocksStore(ctx context.Context, c *Checkpoint, op *Operator, s *Stor
 			return nil, 0, err
 		}
 	}
-	fp := &Fingerprint{}
-	var fpMu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(opts.Parallelism)
-	const flushAt = 64 << 10
-	for p := 0; p < c.Partitions; p++ {
-		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
+	fp, err := routeRows(ctx, c, op, s, ws, gate, opts,
+		func(p int, row func(k, v []byte) error) (int64, error) {
+			_, size, err := c.layout.forEachRow(s, s.Dir(op.Dir, p), committed, row)
+			return size, err
+		},
+		func(bufs [][]byte, p, q int, k, v []byte) {
+			if q == p {
+				return // stays where it is
 			}
-			dir := s.Dir(op.Dir, p)
-			held, err := gate.acquire(gctx, c.layout.loadEstimate(dir, committed))
-			if err != nil {
-				return err
+			bufs[q] = format.append(bufs[q], k, v, false)
+			if p < len(bufs) {
+				bufs[p] = format.append(bufs[p], k, nil, true)
 			}
-			defer gate.release(held)
-			bufs := make([][]byte, m)
-			flush := func(q int) error {
-				if len(bufs[q]) >= flushAt {
-					if err := ws[q].write(bufs[q]); err != nil {
-						return err
-					}
-					bufs[q] = bufs[q][:0]
-				}
-				return nil
-			}
-			var local Fingerprint
-			_, size, err := c.layout.forEachRow(s, dir, committed, func(k, v []byte) error {
-				h, err := s.partitionHash(k)
-				if err != nil {
-					return fmt.Errorf("key %x: %w", k, err)
-				}
-				if old := sparkhash.Pmod(h, c.Partitions); old != p {
-					return fmt.Errorf("%w: partition %d holds key %s, which Spark's rule puts in partition %d: the query does not partition its state as rebucket expects", snapshotfmt.ErrRefused, p, showKey(s, string(k)), old)
-				}
-				local.add(k, v)
-				q := sparkhash.Pmod(h, m)
-				if q == p {
-					return nil // stays where it is
-				}
-				bufs[q] = format.append(bufs[q], k, v, false)
-				if err := flush(q); err != nil {
-					return err
-				}
-				if p < m {
-					bufs[p] = format.append(bufs[p], k, nil, true)
-					return flush(p)
-				}
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("partition %d: %w", p, err)
-			}
-			for q, b := range bufs {
-				if len(b) > 0 {
-					if err := ws[q].write(b); err != nil {
-						return err
-					}
-				}
-			}
-			fpMu.Lock()
-			fp.Merge(local)
-			fpMu.Unlock()
-			opts.Progress.Add(size)
-			return nil
 		})
-	}
-	if err := g.Wait(); err != nil {
+	if err != nil {
 		return nil, 0, err
 	}
-	for q, w := range ws {
-		n, err := w.finish()
-		if err != nil {
-			return nil, 0, err
-		}
-		ws[q].f = nil
-		written += n
+	n, err := finishAll(ws)
+	if err != nil {
+		return nil, 0, err
 	}
-	return fp, written, nil
+	return fp, written + n, nil
 }

@@ -186,27 +186,35 @@ type PartitionFiles struct {
 // ListPartition lists the .delta and .snapshot versions of a store
 // partition directory (fs.ErrNotExist if it is missing).
 func ListPartition(dir string) (*PartitionFiles, error) {
-	ents, err := os.ReadDir(dir)
+	snaps, deltas, err := listVersions(dir, ".snapshot", ".delta")
 	if err != nil {
 		return nil, err
 	}
-	pf := &PartitionFiles{Dir: dir, Deltas: map[int64]bool{}, Snapshots: map[int64]bool{}}
+	return &PartitionFiles{Dir: dir, Deltas: deltas, Snapshots: snaps}, nil
+}
+
+// listVersions lists the versions of a partition directory's files named
+// <v><baseExt> (snapshots) and <v><stepExt> (deltas or changelogs);
+// fs.ErrNotExist if dir is missing.
+func listVersions(dir, baseExt, stepExt string) (base, step map[int64]bool, err error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	base, step = map[int64]bool{}, map[int64]bool{}
 	for _, e := range ents {
-		name := e.Name()
 		if e.IsDir() {
 			continue
 		}
-		if v, ok := strings.CutSuffix(name, ".delta"); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				pf.Deltas[n] = true
-			}
-		} else if v, ok := strings.CutSuffix(name, ".snapshot"); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				pf.Snapshots[n] = true
+		for ext, m := range map[string]map[int64]bool{baseExt: base, stepExt: step} {
+			if v, ok := strings.CutSuffix(e.Name(), ext); ok {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+					m[n] = true
+				}
 			}
 		}
 	}
-	return pf, nil
+	return base, step, nil
 }
 
 // Plan returns the files that make up state version v, as the
