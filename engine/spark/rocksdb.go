@@ -220,17 +220,9 @@ func openZipTables(dir string, meta *RocksZipMetadata) ([]*rocksdbsst.Table, []*
 	return tables, files, size, nil
 }
 
-// sstErr maps the table reader's damage and unsupported-feature errors
-// onto the project's, so they exit as damaged input (2).
-func sstErr(path string, err error) error {
-	switch {
-	case errors.Is(err, rocksdbsst.ErrCorrupt) && !errors.Is(err, snapshotfmt.ErrCorrupt):
-		return fmt.Errorf("%w: %s: %w", snapshotfmt.ErrCorrupt, path, err)
-	case errors.Is(err, rocksdbsst.ErrUnsupported) && !errors.Is(err, snapshotfmt.ErrUnsupported):
-		return fmt.Errorf("%w: %s: %w", snapshotfmt.ErrUnsupported, path, err)
-	}
-	return fmt.Errorf("%s: %w", path, err)
-}
+// sstErr names the file of a table reader's error (which wraps
+// snapshotfmt's ErrCorrupt or ErrUnsupported for damage).
+func sstErr(path string, err error) error { return fmt.Errorf("%s: %w", path, err) }
 
 // MergeDelimiter is the length of the delimiter between the elements of a
 // RocksDB list value (0 for the HDFS-backed store, which has no lists).
