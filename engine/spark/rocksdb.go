@@ -39,10 +39,8 @@ const rocksEncodingVersion = 0
 
 // rocksLayout is the RocksDB provider's layout.
 type rocksLayout struct {
-	// merge combines merge operands (list state): RocksDB's
-	// StringAppendOperator with Spark's delimiter, "," for
-	// mergeOperatorVersion 1 and none for 2.
-	merge rocksdbsst.MergeFunc
+	// delim is Spark's delimiter between merged list elements (RocksDB's
+	// StringAppendOperator): "," for mergeOperatorVersion 1, none for 2.
 	delim []byte
 }
 
@@ -247,7 +245,7 @@ func newRocksLayout(o *OffsetEntry) (rocksLayout, error) {
 	default:
 		return rocksLayout{}, fmt.Errorf("%w: %s=%s (rebucket reads 1 and 2)", snapshotfmt.ErrUnsupported, ConfMergeOperatorVersion, v)
 	}
-	return rocksLayout{merge: rocksdbsst.StringAppend(delim), delim: delim}, nil
+	return rocksLayout{delim: delim}, nil
 }
 
 // stripVersion drops Spark's encoding-version byte of a stored key or
@@ -366,7 +364,7 @@ func (l rocksLayout) forEachRow(s *Store, dir string, v int64, fn func(key, valu
 		if len(tables) == 0 {
 			return nil
 		}
-		return rocksdbsst.Live(tables, l.merge, fn)
+		return rocksdbsst.Live(tables, rocksdbsst.StringAppend(l.delim), fn)
 	}
 	emit := func(k, val []byte) error {
 		if s.TWS != nil {
