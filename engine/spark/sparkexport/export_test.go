@@ -393,9 +393,6 @@ func TestExportRealCheckpoints(t *testing.T) {
 		name := strings.TrimPrefix(d, "../testdata/")
 		t.Run(name, func(t *testing.T) {
 			c, err := spark.Open(d)
-			if errors.Is(err, snapshotfmt.ErrUnsupported) {
-				t.Skip(err) // the RocksDB provider and the uncommitted negative
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -419,9 +416,6 @@ func TestExportMatchesSparkReader(t *testing.T) {
 		}
 		t.Run(filepath.Base(base), func(t *testing.T) {
 			c, err := spark.Open(filepath.Join(base, "checkpoint"))
-			if errors.Is(err, snapshotfmt.ErrUnsupported) {
-				t.Skip(err)
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
